@@ -1,0 +1,1 @@
+//! loom models of chronopool live in `tests/`; this library is empty.

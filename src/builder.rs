@@ -1,0 +1,184 @@
+//! [`Builder`]: how many worker threads, their names and stack size, and
+//! the hooks that see threads start and stop and tasks panic.
+
+use std::fmt;
+
+use crate::error::{BuildError, PanicPayload};
+use crate::executor::ScheduledExecutor;
+use crate::pool::{Hooks, Pool};
+use crate::sync::{thread, Arc};
+use crate::worker;
+
+/// The most worker threads one executor can have.
+pub const MAX_WORKER_THREADS: usize = 1 << 15;
+
+/// Configures and starts a [`ScheduledExecutor`].
+///
+/// ```
+/// use chronopool::ScheduledExecutor;
+///
+/// let pool = ScheduledExecutor::builder()
+///     .worker_threads(4)
+///     .thread_name("app-worker")
+///     .stack_size(512 * 1024)
+///     .on_panic(|panic| eprintln!("a task panicked: {panic}"))
+///     .build()?;
+/// # Ok::<(), chronopool::BuildError>(())
+/// ```
+///
+/// Invalid settings are reported by [`build`](Builder::build) as a
+/// [`BuildError`], never by a panic.
+pub struct Builder {
+    worker_threads: Option<usize>,
+    thread_name: ThreadName,
+    stack_size: Option<usize>,
+    hooks: Hooks,
+}
+
+enum ThreadName {
+    Prefix(String),
+    Fn(Box<dyn Fn(usize) -> String + Send + Sync>),
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            worker_threads: None,
+            thread_name: ThreadName::Prefix("chronopool-worker".to_owned()),
+            stack_size: None,
+            hooks: Hooks::default(),
+        }
+    }
+}
+
+impl Builder {
+    /// A builder with the defaults: one worker thread per CPU, threads named
+    /// `chronopool-worker-<i>`, the platform's default stack size, no hooks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The number of worker threads (default: the number of CPUs, from
+    /// `num_cpus::get()`). Must be between 1 and [`MAX_WORKER_THREADS`].
+    pub fn worker_threads(mut self, n: usize) -> Self {
+        self.worker_threads = Some(n);
+        self
+    }
+
+    /// Names worker `i` `"<prefix>-<i>"` (default prefix: `chronopool-worker`).
+    pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
+        self.thread_name = ThreadName::Prefix(prefix.into());
+        self
+    }
+
+    /// Names worker `i` with `name(i)`.
+    ///
+    /// ```
+    /// # use chronopool::ScheduledExecutor;
+    /// let pool = ScheduledExecutor::builder()
+    ///     .worker_threads(2)
+    ///     .thread_name_fn(|i| format!("timer-{}", i + 1))
+    ///     .build()?;
+    /// let name = pool.submit(|| std::thread::current().name().map(str::to_owned))?.join()?;
+    /// assert!(matches!(name.as_deref(), Some("timer-1" | "timer-2")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn thread_name_fn(
+        mut self,
+        name: impl Fn(usize) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.thread_name = ThreadName::Fn(Box::new(name));
+        self
+    }
+
+    /// The stack size of each worker thread, in bytes (default: the
+    /// platform's, as for `std::thread::spawn`). Must not be 0.
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Runs `hook` on each worker thread when it starts, before it runs any
+    /// task. A panic in the hook is caught; the thread goes on.
+    pub fn on_thread_start(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
+        self.hooks.on_thread_start = Some(Box::new(hook));
+        self
+    }
+
+    /// Runs `hook` on each worker thread when it stops, after its last
+    /// task. A panic in the hook is caught; the thread goes on stopping.
+    pub fn on_thread_stop(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
+        self.hooks.on_thread_stop = Some(Box::new(hook));
+        self
+    }
+
+    /// Calls `hook` with the payload of every task that panics, on the
+    /// thread where it panicked, before the task's handle sees the panic.
+    /// It sees the panics of every task, also of those submitted with
+    /// `execute` or whose handle was dropped. A panic in the hook is caught.
+    ///
+    /// Whatever the hook, a panicking task never takes its worker down, and
+    /// the default panic hook of `std` still prints the panic as usual.
+    pub fn on_panic(mut self, hook: impl Fn(&PanicPayload) + Send + Sync + 'static) -> Self {
+        self.hooks.on_panic = Some(Box::new(hook));
+        self
+    }
+
+    /// Checks the settings and starts the worker threads.
+    ///
+    /// ```
+    /// use chronopool::{BuildError, ScheduledExecutor};
+    ///
+    /// let err = ScheduledExecutor::builder().worker_threads(0).build().unwrap_err();
+    /// assert!(matches!(err, BuildError::WorkerThreads(0)));
+    /// ```
+    pub fn build(self) -> Result<ScheduledExecutor, BuildError> {
+        let workers = self.worker_threads.unwrap_or_else(num_cpus::get);
+        if workers == 0 || workers > MAX_WORKER_THREADS {
+            return Err(BuildError::WorkerThreads(workers));
+        }
+        if self.stack_size == Some(0) {
+            return Err(BuildError::ZeroStackSize);
+        }
+        let (pool, deques) = Pool::new(workers, self.hooks);
+        let pool = Arc::new(pool);
+        let mut threads = Vec::with_capacity(workers);
+        for (index, local) in deques.into_iter().enumerate() {
+            let name = match &self.thread_name {
+                ThreadName::Prefix(prefix) => format!("{prefix}-{index}"),
+                ThreadName::Fn(name) => name(index),
+            };
+            let mut builder = thread::Builder::new().name(name);
+            if let Some(bytes) = self.stack_size {
+                builder = builder.stack_size(bytes);
+            }
+            let worker_pool = Arc::clone(&pool);
+            match builder.spawn(move || worker::run(worker_pool, index, local)) {
+                Ok(handle) => threads.push(handle),
+                Err(err) => {
+                    // Stop the threads already started; the ones never
+                    // started count as exited.
+                    for _ in index..workers {
+                        pool.lifecycle.worker_exited();
+                    }
+                    drop(pool.shutdown_now());
+                    for handle in threads {
+                        let _ = handle.join();
+                    }
+                    return Err(BuildError::Spawn(err));
+                }
+            }
+        }
+        Ok(ScheduledExecutor::start(pool, threads))
+    }
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("worker_threads", &self.worker_threads)
+            .field("stack_size", &self.stack_size)
+            .field("hooks", &self.hooks)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,189 @@
+//! [`ScheduledExecutor`]: the handle users submit work through and shut
+//! the pool down with.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::builder::Builder;
+use crate::error::{BuildError, SubmitError};
+use crate::handle::TaskHandle;
+use crate::metrics::Metrics;
+use crate::pending::PendingTask;
+use crate::pool::Pool;
+use crate::sync::thread::{self, JoinHandle};
+use crate::sync::{Arc, Mutex, StdArc};
+use crate::worker;
+
+/// A pool of work-stealing worker threads that runs the tasks given to it.
+///
+/// Cloning a `ScheduledExecutor` gives another handle to the same pool.
+///
+/// # Shutting down
+///
+/// * [`shutdown`](Self::shutdown) stops accepting work; tasks already queued
+///   still run, then the workers exit.
+/// * [`shutdown_now`](Self::shutdown_now) stops accepting work and hands
+///   back every task that has not started (tasks already running finish).
+/// * [`await_termination`](Self::await_termination) waits for the workers
+///   to exit.
+/// * Dropping the **last** handle shuts the pool down gracefully (as
+///   `shutdown`) and **joins the worker threads**, so it blocks until the
+///   queued tasks have run. If that last handle is dropped by a task running
+///   on one of the pool's own workers, that one thread is not joined (a
+///   thread cannot join itself); it exits after the task.
+///
+/// Work submitted after shutdown is refused with a [`SubmitError`] that gives
+/// the job back; nothing panics.
+///
+/// ```
+/// use chronopool::ScheduledExecutor;
+/// use std::time::Duration;
+///
+/// let pool = ScheduledExecutor::builder().worker_threads(2).build()?;
+/// let answer = pool.submit(|| 6 * 7)?;
+/// assert_eq!(answer.join()?, 42);
+/// pool.execute(|| println!("fire and forget"))?;
+/// pool.shutdown();
+/// assert!(pool.await_termination(Duration::from_secs(5)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct ScheduledExecutor {
+    inner: StdArc<Inner>,
+}
+
+/// Owned by the user-facing handles only: the workers hold the `Pool`, not
+/// this, so the last user handle going away is what shuts the pool down.
+struct Inner {
+    pool: Arc<Pool>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.pool.shutdown();
+        let me = thread::current().id();
+        for handle in self.threads.lock().drain(..) {
+            if handle.thread().id() != me {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+impl ScheduledExecutor {
+    /// A builder to configure the executor.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// An executor with the default configuration (one worker per CPU).
+    pub fn new() -> Result<Self, BuildError> {
+        Builder::new().build()
+    }
+
+    pub(crate) fn start(pool: Arc<Pool>, threads: Vec<JoinHandle<()>>) -> Self {
+        ScheduledExecutor {
+            inner: StdArc::new(Inner {
+                pool,
+                threads: Mutex::new(threads),
+            }),
+        }
+    }
+
+    fn pool(&self) -> &Arc<Pool> {
+        &self.inner.pool
+    }
+
+    /// Runs `f` on a worker and returns a handle to its result.
+    ///
+    /// Called from a task running on one of this pool's workers, the task
+    /// goes to that worker's own deque (it runs there next, unless another
+    /// worker steals it first); from any other thread it goes to the shared
+    /// queue.
+    ///
+    /// # Errors
+    ///
+    /// After shutdown: [`SubmitErrorKind::Shutdown`](crate::SubmitErrorKind::Shutdown), with `f` given back.
+    pub fn submit<F, T>(&self, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let pool = self.pool();
+        worker::with_current(|ctx| pool.submit(ctx.filter(|ctx| ctx.belongs_to(pool)), f))
+    }
+
+    /// Runs `f` on a worker, without a handle (fire and forget). A panic of
+    /// `f` goes to the `on_panic` hook and the panic counters.
+    ///
+    /// # Errors
+    ///
+    /// After shutdown: [`SubmitErrorKind::Shutdown`](crate::SubmitErrorKind::Shutdown), with `f` given back.
+    pub fn execute<F>(&self, f: F) -> Result<(), SubmitError<F>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        let pool = self.pool();
+        worker::with_current(|ctx| pool.execute(ctx.filter(|ctx| ctx.belongs_to(pool)), f))
+    }
+
+    /// Stops accepting work. Tasks already queued still run; then the
+    /// worker threads exit. Returns at once (see
+    /// [`await_termination`](Self::await_termination)). Calling it again
+    /// does nothing.
+    pub fn shutdown(&self) {
+        self.pool().shutdown();
+    }
+
+    /// Stops accepting work and returns every task that has not started, in
+    /// no particular order. Tasks already running are not interrupted; the
+    /// workers exit as soon as they finish them.
+    ///
+    /// The returned tasks can be [run](PendingTask::run) by the caller or
+    /// dropped; the handle of a dropped one resolves to
+    /// [`TaskError::Cancelled`](crate::TaskError::Cancelled).
+    pub fn shutdown_now(&self) -> Vec<PendingTask> {
+        let pool = self.pool();
+        pool.shutdown_now()
+            .into_iter()
+            .map(|job| PendingTask::new(job, Arc::clone(pool)))
+            .collect()
+    }
+
+    /// Waits until every worker thread has exited after a shutdown, or
+    /// until `timeout` has passed. Returns true if the executor terminated.
+    ///
+    /// Without a shutdown the workers never exit, so this waits the whole
+    /// `timeout` and returns false; called from one of the pool's own
+    /// workers it cannot succeed either (that worker is still running).
+    pub fn await_termination(&self, timeout: Duration) -> bool {
+        self.pool().lifecycle.await_termination(timeout)
+    }
+
+    /// True after [`shutdown`](Self::shutdown) or
+    /// [`shutdown_now`](Self::shutdown_now).
+    pub fn is_shutdown(&self) -> bool {
+        self.pool().lifecycle.is_shut_down()
+    }
+
+    /// True once the executor was shut down and every worker has exited.
+    pub fn is_terminated(&self) -> bool {
+        self.pool().lifecycle.is_terminated()
+    }
+
+    /// A snapshot of the executor's counters.
+    pub fn metrics(&self) -> Metrics {
+        self.pool().metrics()
+    }
+}
+
+impl fmt::Debug for ScheduledExecutor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScheduledExecutor")
+            .field("worker_threads", &self.pool().workers())
+            .field("shutdown", &self.is_shutdown())
+            .field("terminated", &self.is_terminated())
+            .finish()
+    }
+}

@@ -1,0 +1,158 @@
+//! [`TaskHandle`]: join, join with a time-out, cancel, state, and `.await`.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use crate::error::{JoinTimeoutError, TaskError};
+use crate::sync::StdArc;
+use crate::task::Joinable;
+use crate::worker;
+
+/// The handle of a submitted task: wait for its result, cancel it, look at
+/// its state, or `.await` it.
+///
+/// Dropping a handle *detaches* the task: it still runs, its result is
+/// dropped, and a panic of it still reaches the executor's `on_panic` hook.
+///
+/// ```
+/// use chronopool::ScheduledExecutor;
+///
+/// let pool = ScheduledExecutor::builder().worker_threads(2).build()?;
+/// let handle = pool.submit(|| "hello".len())?;
+/// assert_eq!(handle.join()?, 5);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # As a `Future`
+///
+/// `TaskHandle<T>` is a `Future<Output = Result<T, TaskError>>` that works
+/// with any async runtime (it registers the runtime's waker and is woken
+/// when the task finishes):
+///
+/// ```
+/// # use chronopool::ScheduledExecutor;
+/// # let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+/// let handle = pool.submit(|| 6 * 7)?;
+/// let answer = async { handle.await };
+/// # let _ = answer;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct TaskHandle<T> {
+    /// `None` once the output was taken by a poll that returned `Ready`.
+    task: Option<StdArc<dyn Joinable<T>>>,
+}
+
+impl<T> TaskHandle<T> {
+    pub(crate) fn new(task: StdArc<dyn Joinable<T>>) -> Self {
+        TaskHandle { task: Some(task) }
+    }
+
+    fn task(&self) -> &StdArc<dyn Joinable<T>> {
+        match &self.task {
+            Some(task) => task,
+            None => panic!("TaskHandle used after it returned its result as a Future"),
+        }
+    }
+
+    /// Waits for the task and returns its value, or why there is none.
+    ///
+    /// Called from inside a task on a worker of any chronopool executor, the
+    /// wait runs other queued tasks of that worker's pool (as
+    /// `ForkJoinPool::join` does), so tasks that submit and join subtasks
+    /// never deadlock the pool, even on one thread.
+    ///
+    /// # Panics
+    ///
+    /// If the handle was already polled to completion as a `Future`.
+    pub fn join(self) -> Result<T, TaskError> {
+        worker::wait_until_final(self.task().header(), None);
+        self.task().take_output()
+    }
+
+    /// Like [`join`](Self::join), but gives up after `timeout`, handing the
+    /// handle back in [`JoinTimeoutError::TimedOut`].
+    ///
+    /// On a worker thread the wait runs queued tasks, as `join` does; a
+    /// long one can make the call return later than `timeout`.
+    ///
+    /// ```
+    /// use chronopool::{JoinTimeoutError, ScheduledExecutor};
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// let handle = pool.submit(move || rx.recv().is_ok())?;
+    /// let handle = match handle.join_timeout(Duration::from_millis(10)) {
+    ///     Err(JoinTimeoutError::TimedOut(handle)) => handle,
+    ///     other => panic!("expected a time-out, got {other:?}"),
+    /// };
+    /// tx.send(()).unwrap();
+    /// assert!(handle.join()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the handle was already polled to completion as a `Future`.
+    pub fn join_timeout(self, timeout: Duration) -> Result<T, JoinTimeoutError<T>> {
+        let deadline = Instant::now().checked_add(timeout);
+        if !worker::wait_until_final(self.task().header(), deadline) {
+            return Err(JoinTimeoutError::TimedOut(self));
+        }
+        self.task().take_output().map_err(JoinTimeoutError::Failed)
+    }
+
+    /// Cancels the task if it has not started: returns true iff this call
+    /// stopped it from running. Its closure is dropped right away and
+    /// [`join`](Self::join) returns [`TaskError::Cancelled`]. A task that
+    /// is running or finished is not affected (false).
+    ///
+    /// If dropping the closure panics, the panic propagates from here (the
+    /// task is cancelled all the same).
+    pub fn cancel(&self) -> bool {
+        self.task.as_ref().is_some_and(|task| task.cancel())
+    }
+
+    /// True once the task returned, panicked or was cancelled.
+    pub fn is_finished(&self) -> bool {
+        self.task
+            .as_ref()
+            .is_none_or(|task| task.header().is_final())
+    }
+
+    /// True if the task was cancelled before it ran.
+    pub fn is_cancelled(&self) -> bool {
+        self.task
+            .as_ref()
+            .is_some_and(|task| task.header().is_cancelled())
+    }
+}
+
+impl<T> Future for TaskHandle<T> {
+    type Output = Result<T, TaskError>;
+
+    /// # Panics
+    ///
+    /// If polled again after it returned `Poll::Ready`.
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let header = self.task().header();
+        if !header.is_final() && header.register(cx.waker()) {
+            return Poll::Pending;
+        }
+        let output = self.task().take_output();
+        self.task = None;
+        Poll::Ready(output)
+    }
+}
+
+impl<T> fmt::Debug for TaskHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskHandle")
+            .field("finished", &self.is_finished())
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}

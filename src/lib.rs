@@ -1,0 +1,82 @@
+//! A work-stealing thread pool that runs tasks now, with a handle to every
+//! task, panic isolation, and a shutdown that loses nothing.
+//!
+//! ```
+//! use chronopool::{ScheduledExecutor, TaskError};
+//! use std::time::Duration;
+//!
+//! let pool = ScheduledExecutor::builder()
+//!     .worker_threads(4)
+//!     .thread_name("app-worker")
+//!     .build()?;
+//!
+//! // A task with a result.
+//! let answer = pool.submit(|| 6 * 7)?;
+//! assert_eq!(answer.join()?, 42);
+//!
+//! // A task that panics: the worker survives, the handle tells.
+//! let oops = pool.submit(|| -> u32 { panic!("boom") })?;
+//! assert!(matches!(oops.join(), Err(TaskError::Panicked(p)) if p.message() == Some("boom")));
+//!
+//! // Fire and forget.
+//! pool.execute(|| println!("hello from a worker"))?;
+//!
+//! pool.shutdown();
+//! assert!(pool.await_termination(Duration::from_secs(5)));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Design
+//!
+//! * **Workers** take tasks from their own LIFO deque, then in batches from
+//!   a shared injector (where tasks from outside the pool go), then steal
+//!   from each other (crossbeam-deque). A task submitted from inside a task
+//!   goes to the submitting worker's own deque. Idle workers spin briefly,
+//!   then park; a new task wakes at most one of them, and none if one is
+//!   already looking for work (see the `sleep` module for the protocol and
+//!   why no wake-up is lost).
+//! * **Tasks** are cells with one atomic state word that the worker and the
+//!   [`TaskHandle`] share (see the `task` module); a handle joins (also with
+//!   a time-out, also as a `Future`), cancels, or is dropped to detach.
+//! * **Joining from inside the pool** runs queued tasks while it waits, as
+//!   `ForkJoinPool::join` does, so nested submit-and-join never deadlocks.
+//! * **Panics** are caught per task, counted, handed to the optional
+//!   [`Builder::on_panic`] hook and to the task's handle.
+//! * **Shutdown**: [`ScheduledExecutor::shutdown`] lets queued tasks finish;
+//!   [`ScheduledExecutor::shutdown_now`] returns the ones that never started
+//!   as [`PendingTask`]s. Every task submitted before either one either runs
+//!   or is returned.
+//!
+//! All synchronisation primitives come from one internal module that, built
+//! with `RUSTFLAGS="--cfg loom"`, swaps them for [loom]'s model-checked ones;
+//! the `loom-tests` crate of the repository holds the models.
+//!
+//! [loom]: https://docs.rs/loom
+
+#![warn(missing_docs, missing_debug_implementations)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod builder;
+mod current;
+mod error;
+mod executor;
+mod handle;
+mod lifecycle;
+mod metrics;
+mod parker;
+mod pending;
+mod pool;
+mod sleep;
+mod sync;
+mod task;
+mod worker;
+
+pub use builder::{Builder, MAX_WORKER_THREADS};
+pub use current::{execute, submit};
+pub use error::{
+    BuildError, JoinTimeoutError, PanicPayload, SubmitError, SubmitErrorKind, TaskError,
+};
+pub use executor::ScheduledExecutor;
+pub use handle::TaskHandle;
+pub use metrics::Metrics;
+pub use pending::PendingTask;

@@ -1,0 +1,63 @@
+//! [`PendingTask`]: a task that [`ScheduledExecutor::shutdown_now`]
+//! took out of the queues before it started.
+//!
+//! [`ScheduledExecutor::shutdown_now`]: crate::ScheduledExecutor::shutdown_now
+
+use std::fmt;
+
+use crate::pool::Pool;
+use crate::sync::Arc;
+use crate::task::Job;
+
+/// A task that never started, handed back by
+/// [`ScheduledExecutor::shutdown_now`](crate::ScheduledExecutor::shutdown_now).
+///
+/// Run it on the calling thread with [`run`](PendingTask::run), or drop it:
+/// a dropped task is cancelled, and its handle (if it was submitted with
+/// `submit`) resolves to [`TaskError::Cancelled`](crate::TaskError::Cancelled).
+///
+/// ```
+/// use chronopool::ScheduledExecutor;
+/// use std::sync::mpsc;
+///
+/// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+/// // Keep the only worker busy so that the next task stays queued.
+/// let (release, blocked) = mpsc::channel::<()>();
+/// let (started_tx, started) = mpsc::channel();
+/// pool.execute(move || { started_tx.send(()).unwrap(); let _ = blocked.recv(); })?;
+/// started.recv()?;
+/// let queued = pool.submit(|| 42)?;
+///
+/// let never_started = pool.shutdown_now();
+/// assert_eq!(never_started.len(), 1);
+/// release.send(())?;
+/// for task in never_started {
+///     task.run(); // or drop it: `queued.join()` would then be `Err(Cancelled)`
+/// }
+/// assert_eq!(queued.join()?, 42);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct PendingTask {
+    job: Job,
+    pool: Arc<Pool>,
+}
+
+impl PendingTask {
+    pub(crate) fn new(job: Job, pool: Arc<Pool>) -> Self {
+        PendingTask { job, pool }
+    }
+
+    /// Runs the task on the calling thread. Its result goes to its handle;
+    /// a panic is caught and reported as on a worker: to the handle and to
+    /// the executor's `on_panic` hook (it does not unwind into the caller).
+    pub fn run(self) {
+        let pool = self.pool;
+        self.job.run(&|payload| pool.report_panic(payload));
+    }
+}
+
+impl fmt::Debug for PendingTask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingTask").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,264 @@
+//! What an executor's handles and its worker threads share: the queues, the
+//! sleep protocol, the lifecycle, the counters and the user's hooks; and the
+//! operations on them that are not a worker's own loop (submitting,
+//! shutting down, draining, reporting).
+//!
+//! # Queues
+//!
+//! One crossbeam-deque `Injector` takes submissions from threads outside the
+//! pool; each worker owns a LIFO `Worker` deque that takes the submissions
+//! made from inside its tasks, and the others steal from it through its
+//! `Stealer`.
+//!
+//! # Submitting without losing a task to a concurrent shutdown
+//!
+//! * From outside: the submission is admitted by the [`Lifecycle`] (one RMW
+//!   that also reads the state), pushes, makes the work known to the
+//!   sleepers, and leaves. `shutdown_now` waits for admitted submissions to
+//!   leave before it drains, so it sees all of their jobs.
+//! * From a worker (the hot path of task trees): no shared counter is
+//!   touched. The job is pushed to the worker's own deque first; then, after
+//!   the `SeqCst` fence that making work known needs anyway, the state is
+//!   read. `shutdown_now` moves the state and then fences before draining.
+//!   Of the two fences one comes first, so either the drain sees the job, or
+//!   the pusher sees the new state. A pusher that sees the pool shut down
+//!   pops its deque: it gets its own job back (the owner pops the newest
+//!   end, thieves and the drain take the oldest, so the newest is its own
+//!   unless it was taken, and then everything older was taken too) and
+//!   rejects it; or it gets nothing, because a worker or the drain took the
+//!   job, which is then accepted: it runs, or `shutdown_now` returns it.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::{PanicPayload, SubmitError, SubmitErrorKind};
+use crate::handle::TaskHandle;
+use crate::lifecycle::Lifecycle;
+use crate::metrics::{Metrics, WorkerStats};
+use crate::sleep::Sleep;
+use crate::sync::deque::{Injector, Steal, Stealer, Worker};
+use crate::sync::{fence, CachePadded, Ordering, StdArc};
+use crate::task::{Job, TaskCell};
+use crate::worker::WorkerContext;
+
+/// A hook that sees every task panic.
+pub(crate) type PanicHook = dyn Fn(&PanicPayload) + Send + Sync;
+/// A hook run on each worker thread as it starts or stops.
+pub(crate) type ThreadHook = dyn Fn() + Send + Sync;
+
+/// The user's callbacks.
+#[derive(Default)]
+pub(crate) struct Hooks {
+    pub(crate) on_panic: Option<Box<PanicHook>>,
+    pub(crate) on_thread_start: Option<Box<ThreadHook>>,
+    pub(crate) on_thread_stop: Option<Box<ThreadHook>>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("on_panic", &self.on_panic.is_some())
+            .field("on_thread_start", &self.on_thread_start.is_some())
+            .field("on_thread_stop", &self.on_thread_stop.is_some())
+            .finish()
+    }
+}
+
+/// Runs a user hook; a panic in it is caught (the default panic hook has
+/// already printed it) so that it cannot take a worker down.
+fn call_hook(hook: &Option<Box<ThreadHook>>) {
+    if let Some(hook) = hook {
+        let _ = catch_unwind(AssertUnwindSafe(hook));
+    }
+}
+
+/// The state shared by an executor's handles and its workers.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    pub(crate) injector: Injector<Job>,
+    pub(crate) stealers: Box<[Stealer<Job>]>,
+    pub(crate) sleep: Sleep,
+    pub(crate) lifecycle: Lifecycle,
+    stats: Box<[CachePadded<WorkerStats>]>,
+    hooks: Hooks,
+}
+
+impl Pool {
+    /// A pool for `workers` workers, and the deques those workers will own
+    /// (index i goes to worker i).
+    pub(crate) fn new(workers: usize, hooks: Hooks) -> (Pool, Vec<Worker<Job>>) {
+        let deques: Vec<Worker<Job>> = (0..workers).map(|_| Worker::new_lifo()).collect();
+        let pool = Pool {
+            injector: Injector::new(),
+            stealers: deques.iter().map(Worker::stealer).collect(),
+            sleep: Sleep::new(workers),
+            lifecycle: Lifecycle::new(workers),
+            stats: (0..workers).map(|_| CachePadded::default()).collect(),
+            hooks,
+        };
+        (pool, deques)
+    }
+
+    pub(crate) fn workers(&self) -> usize {
+        self.stealers.len()
+    }
+
+    pub(crate) fn stats(&self, index: usize) -> &WorkerStats {
+        &self.stats[index]
+    }
+
+    /// Queues `f` as a task with a handle. `worker` is the calling
+    /// thread's worker context if it is a worker of this pool.
+    pub(crate) fn submit<F, T>(
+        &self,
+        worker: Option<&WorkerContext>,
+        f: F,
+    ) -> Result<TaskHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let cell = StdArc::new(TaskCell::new(f));
+        match self.push(worker, Job::task(StdArc::clone(&cell))) {
+            Ok(()) => Ok(TaskHandle::new(cell)),
+            Err(job) => {
+                // Take the closure back before the refused job is dropped
+                // (dropping it would cancel the task and drop the closure).
+                let f = cell.reclaim();
+                drop(job);
+                match f {
+                    Some(f) => Err(SubmitError::new(f, SubmitErrorKind::Shutdown)),
+                    None => unreachable!("a refused task never ran"),
+                }
+            }
+        }
+    }
+
+    /// Queues `f` as a task without a handle. `worker` as for `submit`.
+    #[inline]
+    pub(crate) fn execute<F>(
+        &self,
+        worker: Option<&WorkerContext>,
+        f: F,
+    ) -> Result<(), SubmitError<F>>
+    where
+        F: FnOnce() + Send + 'static,
+    {
+        self.push(worker, Job::detached(f))
+            .map_err(|job| match job.into_detached::<F>() {
+                Some(f) => SubmitError::new(f, SubmitErrorKind::Shutdown),
+                None => unreachable!("a refused job is the one pushed"),
+            })
+    }
+
+    /// Queues `job` (into `worker`'s own deque if given), or gives it back
+    /// if the pool no longer accepts work.
+    #[inline]
+    fn push(&self, worker: Option<&WorkerContext>, job: Job) -> Result<(), Job> {
+        match worker {
+            Some(worker) => {
+                debug_assert!(worker.belongs_to(self));
+                self.push_local(&worker.local, job)
+            }
+            None => self.push_external(job),
+        }
+    }
+
+    /// From a thread outside the pool (module doc).
+    #[inline]
+    fn push_external(&self, job: Job) -> Result<(), Job> {
+        if !self.lifecycle.enter() {
+            return Err(job);
+        }
+        self.injector.push(job);
+        self.sleep.notify_work();
+        if self.lifecycle.leave() {
+            self.sleep.wake_all();
+        }
+        Ok(())
+    }
+
+    /// From one of this pool's workers, into its own deque (module doc).
+    #[inline]
+    fn push_local(&self, local: &Worker<Job>, job: Job) -> Result<(), Job> {
+        if !self.lifecycle.is_running() {
+            return Err(job);
+        }
+        local.push(job);
+        // The fence in notify_work orders the push before the state read.
+        self.sleep.notify_work();
+        if !self.lifecycle.is_running() {
+            if let Some(job) = local.pop() {
+                return Err(job);
+            }
+        }
+        Ok(())
+    }
+
+    /// True if any queue holds a job.
+    pub(crate) fn has_visible_work(&self) -> bool {
+        !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
+    }
+
+    /// Stops accepting work; queued work still runs.
+    pub(crate) fn shutdown(&self) {
+        if self.lifecycle.shutdown() {
+            self.sleep.wake_all();
+        }
+    }
+
+    /// Stops accepting work and takes every queued job out (module doc).
+    pub(crate) fn shutdown_now(&self) -> Vec<Job> {
+        self.lifecycle.stop();
+        fence(Ordering::SeqCst);
+        self.sleep.wake_all();
+        self.lifecycle.wait_no_submissions_in_flight();
+        let mut drained = Vec::new();
+        drain(|| self.injector.steal(), &mut drained);
+        for stealer in self.stealers.iter() {
+            drain(|| stealer.steal(), &mut drained);
+        }
+        drained
+    }
+
+    /// Hands a task's panic to the `on_panic` hook, if any. A panic of the
+    /// hook itself is caught (and was printed by the default panic hook).
+    pub(crate) fn report_panic(&self, payload: &PanicPayload) {
+        if let Some(hook) = &self.hooks.on_panic {
+            let _ = catch_unwind(AssertUnwindSafe(|| hook(payload)));
+        }
+    }
+
+    pub(crate) fn thread_started(&self) {
+        call_hook(&self.hooks.on_thread_start);
+    }
+
+    pub(crate) fn thread_stopping(&self) {
+        call_hook(&self.hooks.on_thread_stop);
+    }
+
+    pub(crate) fn metrics(&self) -> Metrics {
+        let mut m = Metrics {
+            worker_threads: self.workers(),
+            queued_tasks: self.injector.len()
+                + self.stealers.iter().map(Stealer::len).sum::<usize>(),
+            ..Metrics::default()
+        };
+        for stats in self.stats.iter() {
+            m.active_workers += usize::from(stats.is_busy());
+            m.completed_tasks += stats.completed();
+            m.panicked_tasks += stats.panicked();
+        }
+        m
+    }
+}
+
+/// Steals from one queue until it reports empty.
+fn drain(mut steal: impl FnMut() -> Steal<Job>, into: &mut Vec<Job>) {
+    loop {
+        match steal() {
+            Steal::Success(job) => into.push(job),
+            Steal::Empty => return,
+            Steal::Retry => continue,
+        }
+    }
+}

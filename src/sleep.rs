@@ -1,0 +1,255 @@
+//! Parking idle workers, and waking one worker per newly available task.
+//!
+//! # States
+//!
+//! A worker is *running* (executing a task, or taking one from its own
+//! deque or the injector on the fast path), *searching* (its fast path came
+//! up empty and it is looking through every queue, spinning a little), or
+//! *sleeping* (announced in the sleepers list and parked, or about to park).
+//! One atomic word counts the searching and the sleeping workers; the list
+//! of sleepers (a stack: the last to sleep is the first woken, its cache is
+//! the warmest) sits behind a lock that every sleep/wake transition takes.
+//!
+//! # Protocol
+//!
+//! * **Making work visible** (after a push): `fence(SeqCst)`, then read the
+//!   counts. If a worker is searching, it will find the task; if none
+//!   sleeps, every worker is running and will get to it. Only otherwise take
+//!   the lock and wake one sleeper, counting it as searching *on its
+//!   behalf*, so that the next push sees a searcher and wakes nobody more.
+//!   So a burst of pushes wakes one worker, not one per push.
+//! * **Stopping searching** (a searcher found a task): decrement the
+//!   searching count; if that was the last searcher and workers sleep,
+//!   `fence(SeqCst)` and look whether work is still visible; if so, wake one.
+//!   Pushers that skipped waking because this worker was searching are
+//!   covered by it: the chain goes on as long as there is work.
+//! * **Going to sleep**: under the lock, push yourself on the sleepers list
+//!   and move yourself from searching to sleeping; then `fence(SeqCst)` and
+//!   look once more for work (and for whatever else the caller waits for).
+//!   Park only if there is none.
+//!
+//! # Invariant: no lost wake-up
+//!
+//! Both sides write first and read second, with a `SeqCst` fence between:
+//! the pusher writes the queue and reads the counts, the sleeper writes the
+//! counts and reads the queue. In the single total order of `SeqCst` fences
+//! one fence comes first, and the side whose fence is second sees the other
+//! side's write: either the pusher sees the sleeper (and wakes a sleeper),
+//! or the sleeper sees the task (and does not park). The same holds between
+//! a pusher and the last searcher leaving the searching state. A wake-up
+//! that finds its target not yet parked leaves a token in its
+//! [`Parker`], so the park that follows returns at once.
+//!
+//! A woken worker (or one whose park returned for any other reason, such as
+//! a joined task finishing) leaves through [`Sleep::sleep`]'s epilogue: it
+//! takes itself off the list if a waker has not already done so, and in
+//! either case comes back counted as searching.
+
+use std::time::Instant;
+
+use crate::parker::Parker;
+use crate::sync::{fence, AtomicUsize, Mutex, Ordering, StdArc};
+
+/// One sleeping worker in the state word (low half).
+const ONE_SLEEPING: usize = 1;
+/// One searching worker in the state word (high half).
+const ONE_SEARCHING: usize = 1 << 16;
+const COUNT_MASK: usize = 0xFFFF;
+
+fn sleeping(state: usize) -> usize {
+    state & COUNT_MASK
+}
+
+fn searching(state: usize) -> usize {
+    (state >> 16) & COUNT_MASK
+}
+
+/// The sleep/wake protocol of one pool (see the module doc).
+#[derive(Debug)]
+pub(crate) struct Sleep {
+    /// `searching << 16 | sleeping`.
+    state: AtomicUsize,
+    /// Indices of the workers that sleep (or are about to).
+    sleepers: Mutex<Vec<usize>>,
+    /// One parker per worker, by index.
+    parkers: Box<[StdArc<Parker>]>,
+}
+
+impl Sleep {
+    /// The protocol for `workers` workers (at most `COUNT_MASK`).
+    pub(crate) fn new(workers: usize) -> Self {
+        assert!(workers <= COUNT_MASK);
+        Sleep {
+            state: AtomicUsize::new(0),
+            sleepers: Mutex::new(Vec::with_capacity(workers)),
+            parkers: (0..workers).map(|_| StdArc::new(Parker::new())).collect(),
+        }
+    }
+
+    /// The parker of worker `index`.
+    pub(crate) fn parker(&self, index: usize) -> &StdArc<Parker> {
+        &self.parkers[index]
+    }
+
+    /// Call after a task became visible in a queue: wakes one sleeper
+    /// unless a worker is searching or none sleeps.
+    #[inline]
+    pub(crate) fn notify_work(&self) {
+        fence(Ordering::SeqCst);
+        let state = self.state.load(Ordering::SeqCst);
+        if searching(state) == 0 && sleeping(state) != 0 {
+            self.wake_one();
+        }
+    }
+
+    /// Wakes the most recent sleeper, unless a worker started searching
+    /// meanwhile (it will find the work: see the module doc).
+    #[cold]
+    fn wake_one(&self) {
+        let index = {
+            let mut sleepers = self.sleepers.lock();
+            if searching(self.state.load(Ordering::SeqCst)) != 0 {
+                return;
+            }
+            let Some(index) = sleepers.pop() else {
+                return;
+            };
+            // Sleeping -> searching, on the woken worker's behalf.
+            self.state
+                .fetch_add(ONE_SEARCHING - ONE_SLEEPING, Ordering::SeqCst);
+            index
+        };
+        self.parkers[index].unpark();
+    }
+
+    /// Wakes every sleeper (shutdown, or a change every worker must see).
+    pub(crate) fn wake_all(&self) {
+        let woken: Vec<usize> = {
+            let mut sleepers = self.sleepers.lock();
+            let n = sleepers.len();
+            self.state
+                .fetch_add(n * (ONE_SEARCHING - ONE_SLEEPING), Ordering::SeqCst);
+            sleepers.drain(..).collect()
+        };
+        for index in woken {
+            self.parkers[index].unpark();
+        }
+    }
+
+    /// The calling worker starts searching.
+    pub(crate) fn start_searching(&self) {
+        self.state.fetch_add(ONE_SEARCHING, Ordering::SeqCst);
+    }
+
+    /// The calling worker stops searching (it found work, or it leaves).
+    /// If it was the last searcher while others sleep and `has_work` still
+    /// sees work, one sleeper is woken to take it.
+    pub(crate) fn stop_searching(&self, has_work: impl FnOnce() -> bool) {
+        let prev = self.state.fetch_sub(ONE_SEARCHING, Ordering::SeqCst);
+        debug_assert!(searching(prev) > 0);
+        if searching(prev) == 1 && sleeping(prev) != 0 {
+            fence(Ordering::SeqCst);
+            if has_work() {
+                self.wake_one();
+            }
+        }
+    }
+
+    /// Worker `index` goes to sleep: announces itself, looks once more with
+    /// `wake_condition` (work, shutdown, a joined task finishing...), and
+    /// parks until woken or until `deadline`. `searching` says whether the
+    /// caller is counted as searching; it always returns counted as
+    /// searching.
+    pub(crate) fn sleep(
+        &self,
+        index: usize,
+        searching: bool,
+        wake_condition: impl FnOnce() -> bool,
+        deadline: Option<Instant>,
+    ) {
+        {
+            let mut sleepers = self.sleepers.lock();
+            sleepers.push(index);
+            let delta = if searching {
+                ONE_SLEEPING.wrapping_sub(ONE_SEARCHING)
+            } else {
+                ONE_SLEEPING
+            };
+            self.state.fetch_add(delta, Ordering::SeqCst);
+        }
+        fence(Ordering::SeqCst);
+        if !wake_condition() {
+            self.parkers[index].park_until(deadline);
+        }
+        self.leave_sleepers(index);
+    }
+
+    /// Takes worker `index` off the sleepers list if a waker did not
+    /// already, counting it as searching either way.
+    fn leave_sleepers(&self, index: usize) {
+        let mut sleepers = self.sleepers.lock();
+        if let Some(pos) = sleepers.iter().rposition(|&i| i == index) {
+            sleepers.remove(pos);
+            self.state
+                .fetch_add(ONE_SEARCHING - ONE_SLEEPING, Ordering::SeqCst);
+        }
+    }
+
+    /// (searching, sleeping) right now, for tests and debugging.
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let s = self.state.load(Ordering::SeqCst);
+        (searching(s), sleeping(s))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn a_sleeper_is_woken_by_new_work_and_comes_back_searching() {
+        let sleep = Arc::new(Sleep::new(1));
+        let work = Arc::new(AtomicBool::new(false));
+        sleep.start_searching();
+        let t = {
+            let (sleep, work) = (sleep.clone(), work.clone());
+            std::thread::spawn(move || {
+                sleep.sleep(0, true, || work.load(Ordering::SeqCst), None);
+                assert!(work.load(Ordering::SeqCst));
+            })
+        };
+        // Wait until it announced itself, then publish work and notify.
+        while sleep.counts() != (0, 1) {
+            std::thread::yield_now();
+        }
+        work.store(true, Ordering::SeqCst);
+        sleep.notify_work();
+        t.join().unwrap();
+        assert_eq!(sleep.counts(), (1, 0));
+    }
+
+    #[test]
+    fn notify_wakes_nobody_while_a_worker_searches() {
+        let sleep = Sleep::new(2);
+        sleep.start_searching();
+        // Worker 1 "sleeps" with its wake condition already true.
+        sleep.sleep(1, false, || true, None);
+        assert_eq!(sleep.counts(), (2, 0));
+        sleep.stop_searching(|| false);
+        sleep.stop_searching(|| false);
+        assert_eq!(sleep.counts(), (0, 0));
+    }
+
+    #[test]
+    fn a_deadline_ends_the_sleep() {
+        let sleep = Sleep::new(1);
+        let t0 = Instant::now();
+        sleep.sleep(0, false, || false, Some(t0 + Duration::from_millis(20)));
+        assert!(t0.elapsed() >= Duration::from_millis(20));
+        assert_eq!(sleep.counts(), (1, 0));
+    }
+}

@@ -1,0 +1,326 @@
+//! The one place the crate takes its synchronisation primitives from.
+//!
+//! Every other module imports atomics, `Arc`, locks, threads, thread locals,
+//! `UnsafeCell` and the work-stealing deque from here and nowhere else, so
+//! that building with `RUSTFLAGS="--cfg loom"` swaps all of them at once for
+//! [loom](https://docs.rs/loom)'s model-checked versions.
+//!
+//! * Normally: std atomics and `Arc`, parking_lot's `Mutex`/`Condvar` behind a
+//!   std-shaped wrapper, std threads, and crossbeam-deque.
+//! * Under `cfg(loom)`: loom's atomics, `Arc`, `Mutex`, `Condvar`, threads and
+//!   `thread_local!`, and a `Mutex<VecDeque>` stand-in for crossbeam-deque
+//!   with the same surface (crossbeam-deque is not loom-aware).
+//!
+//! loom does not model time: under loom a timed wait never times out, so
+//! nothing in the crate may rely on a timeout firing for progress.
+
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(not(loom))]
+pub(crate) use std::sync::Arc;
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+#[cfg(loom)]
+pub(crate) use loom::sync::Arc;
+
+/// The reference count of task cells and parkers: always std's `Arc`.
+///
+/// A task cell is shared as two different trait objects (the worker's
+/// `dyn Runnable` and the handle's `dyn Joinable<T>`), and a parker becomes a
+/// `std::task::Waker`; loom's `Arc` can be neither unsized after creation nor
+/// turned into a `Waker`. The count itself is std's, not a protocol of ours:
+/// everything the task protocol synchronises on inside the cell (its state
+/// word, its slots, its waiter lock) is a loom-visible primitive from here.
+pub(crate) use std::sync::Arc as StdArc;
+
+/// Exponential back-off for short spins: crossbeam-utils' `Backoff`, or,
+/// under loom, a stand-in that yields to the model's scheduler once.
+#[cfg(not(loom))]
+pub(crate) use crossbeam_utils::Backoff;
+
+/// Exponential back-off for short spins (loom stand-in: no spinning).
+#[cfg(loom)]
+#[derive(Debug, Default)]
+pub(crate) struct Backoff(std::cell::Cell<bool>);
+
+#[cfg(loom)]
+impl Backoff {
+    pub(crate) fn new() -> Self {
+        Self::default()
+    }
+    pub(crate) fn snooze(&self) {
+        loom::thread::yield_now();
+        self.0.set(true);
+    }
+    pub(crate) fn is_completed(&self) -> bool {
+        self.0.get()
+    }
+}
+
+/// Pads and aligns a value to a cache line, so that per-worker counters
+/// written by different threads do not share one.
+pub(crate) use crossbeam_utils::CachePadded;
+
+pub(crate) use lock::{Condvar, Mutex};
+
+/// Thread spawning and `current`.
+pub(crate) mod thread {
+    #[cfg(not(loom))]
+    pub(crate) use std::thread::{current, Builder, JoinHandle};
+
+    #[cfg(loom)]
+    pub(crate) use loom::thread::{current, Builder, JoinHandle};
+}
+
+/// `thread_local!`: std's, or loom's (std's would be shared by all the
+/// modelled threads, which loom runs on one OS thread).
+#[cfg(not(loom))]
+macro_rules! thread_local_shim {
+    ($($t:tt)*) => { std::thread_local!($($t)*); };
+}
+#[cfg(loom)]
+macro_rules! thread_local_shim {
+    ($(#[$attr:meta])* $vis:vis static $name:ident: $t:ty = const { $init:expr };) => {
+        loom::thread_local!($(#[$attr])* $vis static $name: $t = $init;);
+    };
+    ($($t:tt)*) => { loom::thread_local!($($t)*); };
+}
+pub(crate) use thread_local_shim as thread_local;
+
+/// `UnsafeCell` with loom's closure-based API (`with_mut`), so that
+/// under loom every access is checked for data races.
+pub(crate) mod cell {
+    #[cfg(loom)]
+    pub(crate) use loom::cell::UnsafeCell;
+
+    /// std's `UnsafeCell` behind loom's access API.
+    #[cfg(not(loom))]
+    #[derive(Debug)]
+    pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+    #[cfg(not(loom))]
+    impl<T> UnsafeCell<T> {
+        pub(crate) const fn new(value: T) -> Self {
+            UnsafeCell(std::cell::UnsafeCell::new(value))
+        }
+
+        /// Calls `f` with a unique pointer to the value.
+        #[inline]
+        pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+            f(self.0.get())
+        }
+    }
+}
+
+/// Locks with parking_lot's shape (`lock()` returns the guard, no poisoning)
+/// and std's condvar shape (`wait` takes and returns the guard).
+mod lock {
+    use std::time::Duration;
+
+    #[cfg(not(loom))]
+    pub(crate) use parking_lot::MutexGuard;
+
+    /// A mutex that never poisons: parking_lot's, or loom's under loom.
+    #[derive(Debug, Default)]
+    pub(crate) struct Mutex<T> {
+        #[cfg(not(loom))]
+        inner: parking_lot::Mutex<T>,
+        #[cfg(loom)]
+        inner: loom::sync::Mutex<T>,
+    }
+
+    #[cfg(loom)]
+    pub(crate) type MutexGuard<'a, T> = loom::sync::MutexGuard<'a, T>;
+
+    impl<T> Mutex<T> {
+        pub(crate) fn new(value: T) -> Self {
+            Mutex {
+                #[cfg(not(loom))]
+                inner: parking_lot::Mutex::new(value),
+                #[cfg(loom)]
+                inner: loom::sync::Mutex::new(value),
+            }
+        }
+
+        #[inline]
+        pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+            #[cfg(not(loom))]
+            return self.inner.lock();
+            #[cfg(loom)]
+            return self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        }
+
+        pub(crate) fn into_inner(self) -> T {
+            #[cfg(not(loom))]
+            return self.inner.into_inner();
+            #[cfg(loom)]
+            return self.inner.into_inner().unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// A condition variable paired with [`Mutex`].
+    #[derive(Debug, Default)]
+    pub(crate) struct Condvar {
+        #[cfg(not(loom))]
+        inner: parking_lot::Condvar,
+        #[cfg(loom)]
+        inner: loom::sync::Condvar,
+    }
+
+    impl Condvar {
+        pub(crate) fn new() -> Self {
+            Self::default()
+        }
+
+        /// Blocks until notified (spurious wake-ups possible).
+        pub(crate) fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+            #[cfg(not(loom))]
+            {
+                let mut guard = guard;
+                self.inner.wait(&mut guard);
+                guard
+            }
+            #[cfg(loom)]
+            self.inner.wait(guard).unwrap_or_else(|e| e.into_inner())
+        }
+
+        /// Blocks until notified or `timeout` passed (spurious wake-ups
+        /// possible). Under loom it never times out.
+        pub(crate) fn wait_timeout<'a, T>(
+            &self,
+            guard: MutexGuard<'a, T>,
+            timeout: Duration,
+        ) -> MutexGuard<'a, T> {
+            #[cfg(not(loom))]
+            {
+                let mut guard = guard;
+                self.inner.wait_for(&mut guard, timeout);
+                guard
+            }
+            #[cfg(loom)]
+            {
+                let _ = timeout;
+                self.wait(guard)
+            }
+        }
+
+        pub(crate) fn notify_one(&self) {
+            self.inner.notify_one();
+        }
+
+        pub(crate) fn notify_all(&self) {
+            self.inner.notify_all();
+        }
+    }
+}
+
+/// The work-stealing deque: crossbeam-deque, or a loom-visible stand-in.
+pub(crate) mod deque {
+    #[cfg(not(loom))]
+    pub(crate) use crossbeam_deque::{Injector, Steal, Stealer, Worker};
+
+    #[cfg(loom)]
+    pub(crate) use self::model::{Injector, Steal, Stealer, Worker};
+
+    /// `Mutex<VecDeque>` versions of crossbeam-deque's types with the same
+    /// methods and the same results (LIFO owner, FIFO stealers and injector).
+    #[cfg(loom)]
+    mod model {
+        use loom::sync::{Arc, Mutex};
+        use std::collections::VecDeque;
+
+        pub(crate) use crossbeam_deque::Steal;
+
+        /// How many tasks a batch steal moves at most (crossbeam moves up to 32).
+        const MAX_BATCH: usize = 2;
+
+        /// Moves the first task and up to half of the rest (at most
+        /// `MAX_BATCH` in all) from `src` to `dest`, returning the first. The
+        /// source lock is released before the destination is locked, so two
+        /// workers stealing from each other cannot deadlock.
+        fn steal_batch<T>(src: &Mutex<VecDeque<T>>, dest: &Worker<T>) -> Steal<T> {
+            let (first, batch) = {
+                let mut q = src.lock().unwrap();
+                let Some(first) = q.pop_front() else {
+                    return Steal::Empty;
+                };
+                let take = (q.len() / 2).min(MAX_BATCH - 1);
+                (first, q.drain(..take).collect::<Vec<T>>())
+            };
+            dest.0.lock().unwrap().extend(batch);
+            Steal::Success(first)
+        }
+
+        #[derive(Debug)]
+        pub(crate) struct Injector<T>(Mutex<VecDeque<T>>);
+
+        impl<T> Injector<T> {
+            pub(crate) fn new() -> Self {
+                Injector(Mutex::new(VecDeque::new()))
+            }
+            pub(crate) fn push(&self, task: T) {
+                self.0.lock().unwrap().push_back(task);
+            }
+            pub(crate) fn steal(&self) -> Steal<T> {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .pop_front()
+                    .map_or(Steal::Empty, Steal::Success)
+            }
+            pub(crate) fn steal_batch_and_pop(&self, dest: &Worker<T>) -> Steal<T> {
+                steal_batch(&self.0, dest)
+            }
+            pub(crate) fn is_empty(&self) -> bool {
+                self.0.lock().unwrap().is_empty()
+            }
+            pub(crate) fn len(&self) -> usize {
+                self.0.lock().unwrap().len()
+            }
+        }
+
+        #[derive(Debug)]
+        pub(crate) struct Worker<T>(Arc<Mutex<VecDeque<T>>>);
+
+        impl<T> Worker<T> {
+            pub(crate) fn new_lifo() -> Self {
+                Worker(Arc::new(Mutex::new(VecDeque::new())))
+            }
+            pub(crate) fn push(&self, task: T) {
+                self.0.lock().unwrap().push_back(task);
+            }
+            pub(crate) fn pop(&self) -> Option<T> {
+                self.0.lock().unwrap().pop_back()
+            }
+            pub(crate) fn is_empty(&self) -> bool {
+                self.0.lock().unwrap().is_empty()
+            }
+            pub(crate) fn stealer(&self) -> Stealer<T> {
+                Stealer(self.0.clone())
+            }
+        }
+
+        #[derive(Debug)]
+        pub(crate) struct Stealer<T>(Arc<Mutex<VecDeque<T>>>);
+
+        impl<T> Stealer<T> {
+            pub(crate) fn steal(&self) -> Steal<T> {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .pop_front()
+                    .map_or(Steal::Empty, Steal::Success)
+            }
+            pub(crate) fn steal_batch_and_pop(&self, dest: &Worker<T>) -> Steal<T> {
+                steal_batch(&self.0, dest)
+            }
+            pub(crate) fn is_empty(&self) -> bool {
+                self.0.lock().unwrap().is_empty()
+            }
+            pub(crate) fn len(&self) -> usize {
+                self.0.lock().unwrap().len()
+            }
+        }
+    }
+}

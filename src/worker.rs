@@ -1,0 +1,279 @@
+//! A worker thread: its main loop (take a job from its own deque, else from
+//! the injector, else steal; spin briefly; sleep), the thread-local that lets
+//! code running on it find its deque, and the wait of a task that joins
+//! another task (it runs queued work meanwhile, so a join never deadlocks a
+//! pool whose workers are all joining).
+
+use std::cell::Cell;
+use std::ptr;
+use std::task::Waker;
+use std::time::Instant;
+
+use crate::parker;
+use crate::pool::Pool;
+use crate::sync::deque::{Steal, Worker};
+use crate::sync::{Arc, Backoff, StdArc};
+use crate::task::{Header, Job, RunOutcome};
+
+/// What a worker thread knows about itself.
+pub(crate) struct WorkerContext {
+    pub(crate) pool: Arc<Pool>,
+    index: usize,
+    pub(crate) local: Worker<Job>,
+}
+
+crate::sync::thread_local! {
+    /// The context of the worker running on this thread, or null. Set by
+    /// [`run`] for exactly the time its context lives (see `with_current`).
+    static CURRENT: Cell<*const WorkerContext> = const { Cell::new(ptr::null()) };
+}
+
+/// Calls `f` with the context of the worker running on the calling
+/// thread, or with `None` on any other thread.
+///
+/// A plain pointer in a thread-local (rather than an `Rc` in a `RefCell`)
+/// keeps this to one load on the hot path of every submission.
+#[inline]
+pub(crate) fn with_current<R>(f: impl FnOnce(Option<&WorkerContext>) -> R) -> R {
+    let current = CURRENT.with(Cell::get);
+    // SAFETY: `current` is null, or it points to the `WorkerContext` that
+    // `run` owns on this very thread: `run` stores the pointer after the
+    // context is built and resets it to null (also on unwind, by a guard)
+    // before the context is dropped; `f` runs within that time, on this
+    // thread, and the reference cannot outlive the call (`R` cannot borrow
+    // from it). The context is only ever used through shared references.
+    f(unsafe { current.as_ref() })
+}
+
+impl WorkerContext {
+    /// True if this worker belongs to `pool`.
+    #[inline]
+    pub(crate) fn belongs_to(&self, pool: &Pool) -> bool {
+        ptr::eq(&*self.pool, pool)
+    }
+}
+
+/// Resets the thread's current-worker pointer when the worker's body ends.
+struct ClearCurrent;
+
+impl Drop for ClearCurrent {
+    fn drop(&mut self) {
+        CURRENT.with(|current| current.set(ptr::null()));
+    }
+}
+
+/// The body of worker thread `index` of `pool`, owning `local`.
+pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
+    parker::install(StdArc::clone(pool.sleep.parker(index)));
+    let ctx = WorkerContext { pool, index, local };
+    {
+        CURRENT.with(|current| current.set(&ctx));
+        let _clear = ClearCurrent;
+        ctx.pool.thread_started();
+        ctx.main_loop();
+        ctx.pool.thread_stopping();
+    }
+    let WorkerContext { pool, local, .. } = ctx;
+    drop(local);
+    pool.lifecycle.worker_exited();
+}
+
+/// Waits until the task behind `header` is final or `deadline` passes;
+/// true if it is final. On a worker thread the wait runs queued work.
+pub(crate) fn wait_until_final(header: &Header, deadline: Option<Instant>) -> bool {
+    if header.is_final() {
+        return true;
+    }
+    with_current(|ctx| match ctx {
+        Some(ctx) => ctx.help_until_final(header, deadline),
+        None => block_until_final(header, deadline),
+    })
+}
+
+/// The wait of a thread outside any pool: park until the task wakes us.
+fn block_until_final(header: &Header, deadline: Option<Instant>) -> bool {
+    let parker = parker::current();
+    if !header.register(&Waker::from(StdArc::clone(&parker))) {
+        return true;
+    }
+    loop {
+        if header.is_final() {
+            return true;
+        }
+        if !parker.park_until(deadline) {
+            return header.is_final();
+        }
+    }
+}
+
+fn past(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() >= d)
+}
+
+impl WorkerContext {
+    fn main_loop(&self) {
+        let pool = &*self.pool;
+        let mut searching = false;
+        loop {
+            // The lifecycle is only read when there is nothing to run: a busy
+            // worker never touches the word that outside submitters write.
+            let job = self.next_job().or_else(|| {
+                if !searching {
+                    searching = true;
+                    pool.sleep.start_searching();
+                }
+                self.search()
+            });
+            if let Some(job) = job {
+                if searching {
+                    searching = false;
+                    pool.sleep.stop_searching(|| pool.has_visible_work());
+                }
+                self.run_job(job);
+                continue;
+            }
+            if pool.lifecycle.is_stopped()
+                || (pool.lifecycle.idle_worker_may_exit() && !pool.has_visible_work())
+            {
+                break;
+            }
+            pool.sleep.sleep(
+                self.index,
+                searching,
+                || pool.has_visible_work() || pool.lifecycle.idle_worker_may_exit(),
+                None,
+            );
+            searching = true;
+        }
+        if searching {
+            pool.sleep.stop_searching(|| pool.has_visible_work());
+        }
+    }
+
+    /// The fast path: own deque, then a batch from the injector.
+    #[inline]
+    fn next_job(&self) -> Option<Job> {
+        self.local.pop().or_else(|| loop {
+            match self.pool.injector.steal_batch_and_pop(&self.local) {
+                Steal::Success(job) => return Some(self.announce_batch(job)),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        })
+    }
+
+    /// A batch steal moved tasks into our deque. While they moved, a worker
+    /// going to sleep could see neither the source nor our deque holding
+    /// them, so they count as newly pushed work: make them known.
+    #[inline]
+    fn announce_batch(&self, job: Job) -> Job {
+        if !self.local.is_empty() {
+            self.pool.sleep.notify_work();
+        }
+        job
+    }
+
+    /// Every queue once: injector, then the other workers from the next one
+    /// on (so thieves spread over their victims).
+    fn steal_once(&self) -> Option<Job> {
+        let pool = &*self.pool;
+        loop {
+            let mut retry = false;
+            let mut attempt = |steal: Steal<Job>| match steal {
+                Steal::Success(job) => Some(self.announce_batch(job)),
+                Steal::Empty => None,
+                Steal::Retry => {
+                    retry = true;
+                    None
+                }
+            };
+            if let Some(job) = attempt(pool.injector.steal_batch_and_pop(&self.local)) {
+                return Some(job);
+            }
+            let n = pool.stealers.len();
+            for victim in (1..n).map(|k| (self.index + k) % n) {
+                if let Some(job) = attempt(pool.stealers[victim].steal_batch_and_pop(&self.local)) {
+                    return Some(job);
+                }
+            }
+            if !retry {
+                return None;
+            }
+        }
+    }
+
+    /// A searcher's bounded spin: steal rounds with exponential back-off
+    /// (a few microseconds of spinning, then a few yields), then give up.
+    fn search(&self) -> Option<Job> {
+        let backoff = Backoff::new();
+        loop {
+            if let Some(job) = self.steal_once() {
+                return Some(job);
+            }
+            if backoff.is_completed() {
+                return None;
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// Runs one job (which catches and reports its own panics) and counts it.
+    #[inline]
+    fn run_job(&self, job: Job) {
+        let pool = &*self.pool;
+        let stats = pool.stats(self.index);
+        stats.set_busy(true);
+        match job.run(&|payload| pool.report_panic(payload)) {
+            RunOutcome::Completed => stats.record_run(false),
+            RunOutcome::Panicked => stats.record_run(true),
+            RunOutcome::Skipped => {}
+        }
+        stats.set_busy(false);
+    }
+
+    /// A task on this worker joins another task: run queued work until it
+    /// is final, sleeping (as an idle worker, so new work wakes us to help)
+    /// when there is none. True if final, false if `deadline` passed.
+    fn help_until_final(&self, header: &Header, deadline: Option<Instant>) -> bool {
+        let pool = &*self.pool;
+        let mut searching = false;
+        let mut registered = false;
+        let finished = loop {
+            if header.is_final() {
+                break true;
+            }
+            if past(deadline) {
+                break false;
+            }
+            let helping = !pool.lifecycle.is_stopped();
+            if helping {
+                if let Some(job) = self.next_job().or_else(|| self.steal_once()) {
+                    if searching {
+                        searching = false;
+                        pool.sleep.stop_searching(|| pool.has_visible_work());
+                    }
+                    self.run_job(job);
+                    continue;
+                }
+            }
+            if !registered {
+                registered = true;
+                let waker = Waker::from(StdArc::clone(pool.sleep.parker(self.index)));
+                if !header.register(&waker) {
+                    continue;
+                }
+            }
+            pool.sleep.sleep(
+                self.index,
+                searching,
+                || header.is_final() || (helping && pool.has_visible_work()),
+                deadline,
+            );
+            searching = true;
+        };
+        if searching {
+            pool.sleep.stop_searching(|| pool.has_visible_work());
+        }
+        finished
+    }
+}
