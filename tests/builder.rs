@@ -1,0 +1,150 @@
+//! Configuration: errors instead of panics, thread names, stack size, hooks.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use chronopool::{BuildError, ScheduledExecutor, MAX_WORKER_THREADS};
+use common::PATIENCE;
+
+#[test]
+fn invalid_settings_are_errors_not_panics() {
+    let err = ScheduledExecutor::builder()
+        .worker_threads(0)
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, BuildError::WorkerThreads(0)));
+    assert!(err.to_string().contains("worker_threads"));
+    let too_many = MAX_WORKER_THREADS + 1;
+    assert!(matches!(
+        ScheduledExecutor::builder().worker_threads(too_many).build(),
+        Err(BuildError::WorkerThreads(n)) if n == too_many
+    ));
+    assert!(matches!(
+        ScheduledExecutor::builder()
+            .worker_threads(1)
+            .stack_size(0)
+            .build(),
+        Err(BuildError::ZeroStackSize)
+    ));
+}
+
+#[test]
+fn a_thread_the_os_refuses_is_an_error_and_started_ones_are_stopped() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let (s1, s2) = (started.clone(), stopped.clone());
+    let result = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .stack_size(1 << 62) // no machine has that much address space
+        .on_thread_start(move || {
+            s1.fetch_add(1, Ordering::SeqCst);
+        })
+        .on_thread_stop(move || {
+            s2.fetch_add(1, Ordering::SeqCst);
+        })
+        .build();
+    match result {
+        Err(BuildError::Spawn(e)) => assert!(!e.to_string().is_empty()),
+        other => panic!("expected a spawn error, got {other:?}"),
+    }
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        stopped.load(Ordering::SeqCst)
+    );
+}
+
+#[test]
+fn default_worker_count_is_the_cpu_count() {
+    let pool = ScheduledExecutor::new().unwrap();
+    assert_eq!(pool.metrics().worker_threads, num_cpus::get());
+}
+
+fn names(pool: &ScheduledExecutor, threads: usize) -> Vec<String> {
+    // Occupy every worker at once so that each reports its own name.
+    let barrier = Arc::new(std::sync::Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let b = barrier.clone();
+            pool.submit(move || {
+                b.wait();
+                std::thread::current().name().unwrap().to_owned()
+            })
+            .unwrap()
+        })
+        .collect();
+    let mut names: Vec<_> = handles
+        .into_iter()
+        .map(|h| h.join_timeout(PATIENCE).unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn threads_are_named_by_prefix_or_by_function() {
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .thread_name("app-worker")
+        .build()
+        .unwrap();
+    assert_eq!(names(&pool, 2), ["app-worker-0", "app-worker-1"]);
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .thread_name_fn(|i| format!("timer #{i}"))
+        .build()
+        .unwrap();
+    assert_eq!(names(&pool, 2), ["timer #0", "timer #1"]);
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    assert_eq!(names(&pool, 1), ["chronopool-worker-0"]);
+}
+
+#[test]
+fn stack_size_is_applied() {
+    // A task that needs ~6 MiB of stack runs on 16 MiB workers.
+    fn deep(n: u32) -> u32 {
+        let pad = std::hint::black_box([0u8; 1024]);
+        if n == 0 {
+            u32::from(pad[0])
+        } else {
+            deep(n - 1) + u32::from(pad[1])
+        }
+    }
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .stack_size(16 << 20)
+        .build()
+        .unwrap();
+    assert_eq!(pool.submit(|| deep(6_000)).unwrap().join().unwrap(), 0);
+}
+
+#[test]
+fn start_and_stop_hooks_run_once_per_thread_on_that_thread() {
+    let started = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let (s1, s2) = (started.clone(), stopped.clone());
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(3)
+        .thread_name("hooked")
+        .on_thread_start(move || {
+            s1.lock()
+                .unwrap()
+                .push(std::thread::current().name().unwrap().to_owned())
+        })
+        .on_thread_stop(move || {
+            s2.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    assert!(common::eventually(|| started.lock().unwrap().len() == 3));
+    let mut names = started.lock().unwrap().clone();
+    names.sort();
+    assert_eq!(names, ["hooked-0", "hooked-1", "hooked-2"]);
+    pool.shutdown();
+    assert!(pool.await_termination(PATIENCE));
+    assert_eq!(stopped.load(Ordering::SeqCst), 3);
+}

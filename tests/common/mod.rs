@@ -1,0 +1,98 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+/// Generous: tests must not flake on a loaded 2-core machine.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Polls `cond` until it holds or `PATIENCE` runs out; true if it held.
+pub fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + PATIENCE;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    cond()
+}
+
+struct ThreadWaker(Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// A minimal executor for one future: the runtime-agnostic way to `.await`
+/// a handle in a test.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+            return out;
+        }
+        thread::park();
+    }
+}
+
+/// Replaces the default panic hook with one that stays quiet about the
+/// panics tests provoke on purpose (messages starting with "expected").
+pub fn quiet_expected_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(install_quiet_hook);
+}
+
+fn install_quiet_hook() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .copied()
+            .or_else(|| info.payload().downcast_ref::<String>().map(String::as_str));
+        if !message.is_some_and(|m| m.starts_with("expected")) {
+            default(info);
+        }
+    }));
+}
+
+/// A latch a task can block on until the test opens it.
+#[derive(Clone, Default)]
+pub struct Gate(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn open(&self) {
+        *self.0 .0.lock().unwrap() = true;
+        self.0 .1.notify_all();
+    }
+
+    pub fn wait(&self) {
+        let mut open = self.0 .0.lock().unwrap();
+        while !*open {
+            open = self.0 .1.wait(open).unwrap();
+        }
+    }
+}
+
+/// Counts drops of the value it is captured in.
+pub struct DropCounter(pub Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
