@@ -195,8 +195,8 @@ impl Sleep {
         }
     }
 
-    /// (searching, sleeping) right now, for tests and debugging.
-    #[cfg(test)]
+    /// (searching, sleeping) right now, for tests.
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn counts(&self) -> (usize, usize) {
         let s = self.state.load(Ordering::SeqCst);
         (searching(s), sleeping(s))
