@@ -61,6 +61,7 @@ mod current;
 mod error;
 mod executor;
 mod handle;
+mod job;
 mod lifecycle;
 mod metrics;
 mod parker;

@@ -5,9 +5,9 @@
 
 use std::fmt;
 
+use crate::job::Job;
 use crate::pool::Pool;
 use crate::sync::Arc;
-use crate::task::Job;
 
 /// A task that never started, handed back by
 /// [`ScheduledExecutor::shutdown_now`](crate::ScheduledExecutor::shutdown_now).

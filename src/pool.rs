@@ -32,12 +32,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{PanicPayload, SubmitError, SubmitErrorKind};
 use crate::handle::TaskHandle;
+use crate::job::Job;
 use crate::lifecycle::Lifecycle;
 use crate::metrics::{Metrics, WorkerStats};
 use crate::sleep::Sleep;
 use crate::sync::deque::{Injector, Steal, Stealer, Worker};
 use crate::sync::{fence, CachePadded, Ordering, StdArc};
-use crate::task::{Job, TaskCell};
+use crate::task::TaskCell;
 use crate::worker::WorkerContext;
 
 /// A hook that sees every task panic.

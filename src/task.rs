@@ -2,10 +2,10 @@
 //!
 //! A submitted closure lives in a [`TaskCell`] together with one atomic
 //! state word, a slot for its output and a slot for the waker of whoever
-//! waits for it. The queues hold the cell as a [`Job`] (through the
-//! type-erased `Unit`); the [`TaskHandle`](crate::TaskHandle) holds the
-//! same cell through [`Joinable<T>`]. A closure submitted with `execute`
-//! has no handle and needs no cell: its `Job` is just the boxed closure.
+//! waits for it. The queues hold a reference to the cell in a
+//! [`Job`](crate::job::Job); the [`TaskHandle`](crate::TaskHandle) holds
+//! another through [`Joinable<T>`]. A closure submitted with `execute` has
+//! no handle and needs no cell: its job is the closure itself.
 //!
 //! # The state word
 //!
@@ -36,17 +36,17 @@
 //!   the one state word, so either the finisher sees WAITER and wakes the
 //!   stored waker, or the waiter's CAS sees the final state and does not
 //!   wait: no lost wake-up.
-//! * A [`Job`] dropped without running (a queue dropped with the pool, a
+//! * A job dropped without running (a queue dropped with the pool, a
 //!   [`PendingTask`](crate::PendingTask) the caller discards) cancels its
 //!   task, so no handle ever waits for a task that can no longer run.
 
-use std::any::Any;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
 use crate::error::{PanicPayload, TaskError};
+use crate::job::{PanicReporter, RunOutcome};
 use crate::sync::cell::UnsafeCell;
-use crate::sync::{AtomicUsize, Mutex, Ordering, StdArc};
+use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 const LIFECYCLE: usize = 0b11;
 const SCHEDULED: usize = 0;
@@ -54,140 +54,6 @@ const RUNNING: usize = 1;
 const COMPLETE: usize = 2;
 const CANCELLED: usize = 3;
 const WAITER: usize = 0b100;
-
-/// What running a job did, for the worker's counters.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum RunOutcome {
-    /// The closure ran and returned.
-    Completed,
-    /// The closure ran and panicked (the panic was reported and stored).
-    Panicked,
-    /// The task had been cancelled; nothing ran.
-    Skipped,
-}
-
-/// Called with every panic of a task, before its handle can see it.
-pub(crate) type PanicReporter<'a> = &'a dyn Fn(&PanicPayload);
-
-/// A unit of work in a queue: one boxed trait object (16 bytes, so it moves
-/// in registers and packs four to a cache line in the deques).
-///
-/// Dropping a `Job` that did not run cancels its task (see the module doc).
-pub(crate) struct Job(Box<dyn Unit>);
-
-impl Job {
-    /// A job without a handle: the closure itself (no allocation if it
-    /// captures nothing).
-    pub(crate) fn detached<F: FnOnce() + Send + 'static>(f: F) -> Job {
-        Job(Box::new(f))
-    }
-
-    /// A job that runs the task in `cell` (holding one reference to it).
-    pub(crate) fn task<F, T>(cell: StdArc<TaskCell<F, T>>) -> Job
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
-        Job(Box::new(TaskRef(cell)))
-    }
-
-    /// The closure of a job made by [`Job::detached`] with this `F` (for
-    /// giving a refused job back to its submitter).
-    pub(crate) fn into_detached<F: FnOnce() + Send + 'static>(self) -> Option<F> {
-        self.0.into_any().downcast::<F>().ok().map(|f| *f)
-    }
-
-    /// Runs the job on the calling thread. Nothing unwinds out of it: a
-    /// panic of the job is caught, given to `report`, and stored in its
-    /// handle if it has one; a panic of a destructor that runs here (a
-    /// detached job's captures, the output of a task whose handle is gone)
-    /// is caught and reported too.
-    #[inline]
-    pub(crate) fn run(self, report: PanicReporter<'_>) -> RunOutcome {
-        self.0.run(report)
-    }
-}
-
-impl std::fmt::Debug for Job {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Job")
-    }
-}
-
-/// What a queued job can do. Dropping it unrun cancels its task, if it has
-/// one (`TaskRef`'s `Drop`).
-trait Unit: Send {
-    /// Runs it (see [`Job::run`]).
-    fn run(self: Box<Self>, report: PanicReporter<'_>) -> RunOutcome;
-    /// Unboxes it (to give a refused closure back).
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
-}
-
-/// A closure from `execute`: nobody waits for it.
-impl<F: FnOnce() + Send + 'static> Unit for F {
-    fn run(self: Box<Self>, report: PanicReporter<'_>) -> RunOutcome {
-        // The captures are dropped inside the call, so inside catch_unwind.
-        match catch_unwind(AssertUnwindSafe(*self)) {
-            Ok(()) => RunOutcome::Completed,
-            Err(payload) => {
-                report_and_drop(payload, report);
-                RunOutcome::Panicked
-            }
-        }
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
-}
-
-/// A task with a handle: the queue's reference to its cell.
-struct TaskRef<F, T>(StdArc<TaskCell<F, T>>);
-
-impl<F, T> Unit for TaskRef<F, T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    fn run(self: Box<Self>, report: PanicReporter<'_>) -> RunOutcome {
-        let outcome = self.0.run(report);
-        // If the handle is gone, this drops the task's output.
-        match catch_unwind(AssertUnwindSafe(|| drop(self))) {
-            Ok(()) => outcome,
-            Err(payload) => {
-                report_and_drop(payload, report);
-                RunOutcome::Panicked
-            }
-        }
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
-}
-
-impl<F, T> Drop for TaskRef<F, T> {
-    /// A task whose job is dropped unrun is cancelled; after a run this
-    /// finds the task final and does nothing.
-    fn drop(&mut self) {
-        if self.0.header.is_final() {
-            return;
-        }
-        // A panic from the closure's destructor has nobody to go to here
-        // (and may happen while unwinding): it is swallowed.
-        let cell = &self.0;
-        let _ = catch_unwind(AssertUnwindSafe(|| cell.cancel()));
-    }
-}
-
-/// Reports a caught panic, then drops its payload (whose own destructor
-/// may panic too: that is swallowed).
-#[cold]
-fn report_and_drop(payload: Box<dyn Any + Send>, report: PanicReporter<'_>) {
-    let payload = PanicPayload::new(payload);
-    report(&payload);
-    let _ = catch_unwind(AssertUnwindSafe(|| drop(payload)));
-}
 
 /// The handle's view of a task cell.
 pub(crate) trait Joinable<T>: Send + Sync {
@@ -283,6 +149,11 @@ pub(crate) struct TaskCell<F, T> {
 unsafe impl<F: Send, T: Send> Sync for TaskCell<F, T> {}
 
 impl<F, T> TaskCell<F, T> {
+    /// The state word and waiter slot.
+    pub(crate) fn header(&self) -> &Header {
+        &self.header
+    }
+
     /// Takes the closure out. Only the winner of `leave_scheduled` calls it.
     fn take_job(&self) -> Option<F> {
         // SAFETY: the caller won `leave_scheduled`, which makes it the only
@@ -292,7 +163,7 @@ impl<F, T> TaskCell<F, T> {
 
     /// Cancels the task if it is still scheduled (true iff this call did),
     /// dropping its closure at once.
-    fn cancel(&self) -> bool {
+    pub(crate) fn cancel(&self) -> bool {
         let Some(prev) = self.header.leave_scheduled(CANCELLED) else {
             return false;
         };
@@ -333,7 +204,7 @@ where
 
     /// Runs the closure if the task is still scheduled; a panic is caught,
     /// reported, and stored as the output.
-    fn run(&self, report: PanicReporter<'_>) -> RunOutcome {
+    pub(crate) fn run(&self, report: PanicReporter<'_>) -> RunOutcome {
         if self.header.leave_scheduled(RUNNING).is_none() {
             return RunOutcome::Skipped;
         }
@@ -362,7 +233,7 @@ where
     T: Send + 'static,
 {
     fn header(&self) -> &Header {
-        &self.header
+        TaskCell::header(self)
     }
 
     fn cancel(&self) -> bool {

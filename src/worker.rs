@@ -9,11 +9,12 @@ use std::ptr;
 use std::task::Waker;
 use std::time::Instant;
 
+use crate::job::{Job, RunOutcome};
 use crate::parker;
 use crate::pool::Pool;
 use crate::sync::deque::{Steal, Worker};
 use crate::sync::{Arc, Backoff, StdArc};
-use crate::task::{Header, Job, RunOutcome};
+use crate::task::Header;
 
 /// What a worker thread knows about itself.
 pub(crate) struct WorkerContext {

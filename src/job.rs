@@ -1,0 +1,330 @@
+//! A unit of work in a queue: [`Job`], a type-erased `FnOnce` in 16 bytes.
+//!
+//! A job is either a closure submitted with `execute` (nobody waits for it)
+//! or a reference to a task cell submitted with `submit` (see `task.rs`).
+//! Queues move jobs around a lot, so a `Job` is kept to two words — a
+//! pointer to a per-type table of functions, and one word of storage — which
+//! moves in registers and packs four to a cache line in the deques. A value
+//! that fits in the word (a closure capturing at most one pointer-sized
+//! value, and every task reference) is stored *inline*: no allocation at
+//! all. A larger one is boxed and the word holds the box.
+//!
+//! Dropping a `Job` that did not run cancels its task, if it has one, so a
+//! handle never waits for a task that can no longer run.
+
+use std::any::{Any, TypeId};
+use std::mem::{self, ManuallyDrop, MaybeUninit};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use crate::error::PanicPayload;
+use crate::sync::StdArc;
+use crate::task::TaskCell;
+
+/// What running a job did, for the worker's counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RunOutcome {
+    /// The closure ran and returned.
+    Completed,
+    /// The closure ran and panicked (the panic was reported and stored).
+    Panicked,
+    /// The task had been cancelled; nothing ran.
+    Skipped,
+}
+
+/// Called with every panic of a task, before its handle can see it.
+pub(crate) type PanicReporter<'a> = &'a dyn Fn(&PanicPayload);
+
+/// One word of storage: holds a value inline if it fits, else a box.
+type Slot = MaybeUninit<*mut ()>;
+
+/// A queued unit of work (see the module doc).
+pub(crate) struct Job {
+    vtable: &'static VTable,
+    slot: Slot,
+}
+
+// SAFETY: a `Job` is only ever built from a `U: Unit`, and `Unit: Send`; the
+// slot holds that `U` (or a `Box<U>`), owned by the job and by nothing else.
+unsafe impl Send for Job {}
+
+/// The functions of one concrete `U: Unit` stored in a job.
+struct VTable {
+    /// Takes the value out of the slot and runs it.
+    run: unsafe fn(&mut Slot, PanicReporter<'_>) -> RunOutcome,
+    /// Takes the value out of the slot and drops it.
+    drop: unsafe fn(&mut Slot),
+    /// The `TypeId` of `U`.
+    type_id: fn() -> TypeId,
+}
+
+/// True if a `U` is stored inline (it fits in the slot's size and alignment).
+const fn is_inline<U>() -> bool {
+    mem::size_of::<U>() <= mem::size_of::<Slot>() && mem::align_of::<U>() <= mem::align_of::<Slot>()
+}
+
+/// Moves `value` into a fresh slot (inline, or as a box).
+fn store<U>(value: U) -> Slot {
+    let mut slot = Slot::uninit();
+    if is_inline::<U>() {
+        // SAFETY: `U` fits in the slot's size and alignment (checked above),
+        // and the slot is fresh, so nothing is overwritten.
+        unsafe { ptr::write(slot.as_mut_ptr().cast::<U>(), value) };
+    } else {
+        slot.write(Box::into_raw(Box::new(value)).cast());
+    }
+    slot
+}
+
+/// Moves the value back out of a slot filled by `store::<U>`.
+///
+/// # Safety
+///
+/// `slot` was filled by `store::<U>` with this same `U`, and the value was
+/// not taken out before; it must not be used again afterwards.
+unsafe fn take<U>(slot: &mut Slot) -> U {
+    if is_inline::<U>() {
+        // SAFETY: `store::<U>` wrote a `U` inline here, not yet taken (caller).
+        unsafe { ptr::read(slot.as_ptr().cast::<U>()) }
+    } else {
+        // SAFETY: `store::<U>` wrote a `Box<U>` pointer here, not yet taken.
+        unsafe { *Box::from_raw(slot.assume_init().cast::<U>()) }
+    }
+}
+
+/// The vtable of one `U`, as a promoted `'static` constant.
+struct VTableOf<U>(std::marker::PhantomData<U>);
+
+impl<U: Unit> VTableOf<U> {
+    const VTABLE: VTable = VTable {
+        // SAFETY (of both): `Job` calls these once, on the slot that
+        // `Job::new::<U>` filled, and never touches the slot afterwards.
+        run: |slot, report| unsafe { take::<U>(slot) }.run(report),
+        drop: |slot| drop(unsafe { take::<U>(slot) }),
+        type_id: TypeId::of::<U>,
+    };
+}
+
+impl Job {
+    fn new<U: Unit>(value: U) -> Job {
+        Job {
+            vtable: &VTableOf::<U>::VTABLE,
+            slot: store(value),
+        }
+    }
+
+    /// A job without a handle: the closure itself.
+    pub(crate) fn detached<F: FnOnce() + Send + 'static>(f: F) -> Job {
+        Job::new(Detached(f))
+    }
+
+    /// A job that runs the task in `cell` (holding one reference to it).
+    pub(crate) fn task<F, T>(cell: StdArc<TaskCell<F, T>>) -> Job
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        Job::new(TaskRef(cell))
+    }
+
+    /// The closure of a job made by [`Job::detached`] with this `F` (for
+    /// giving a refused job back to its submitter); `None` for any other job.
+    pub(crate) fn into_detached<F: FnOnce() + Send + 'static>(self) -> Option<F> {
+        if (self.vtable.type_id)() != TypeId::of::<Detached<F>>() {
+            return None;
+        }
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: the type id says the slot was filled by `store` with a
+        // `Detached<F>`; `this` is never dropped, so it is taken only once.
+        Some(unsafe { take::<Detached<F>>(&mut this.slot) }.0)
+    }
+
+    /// Runs the job on the calling thread. Nothing unwinds out of it: a
+    /// panic of the job is caught, given to `report`, and stored in its
+    /// handle if it has one; a panic of a destructor that runs here (a
+    /// detached closure's captures, the output of a task whose handle is
+    /// gone) is caught and reported too.
+    #[inline]
+    pub(crate) fn run(self, report: PanicReporter<'_>) -> RunOutcome {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: the vtable and the slot were made together by `Job::new`;
+        // `this` is never dropped, so the value is taken exactly once.
+        unsafe { (this.vtable.run)(&mut this.slot, report) }
+    }
+}
+
+impl Drop for Job {
+    /// A job dropped unrun: its closure is dropped and its task cancelled.
+    fn drop(&mut self) {
+        let (drop_unit, slot) = (self.vtable.drop, &mut self.slot);
+        // SAFETY: as in `run`: made together, taken once (this is the last
+        // use of the job). A panic from a closure's destructor has nobody
+        // to go to here (and may happen while unwinding): it is swallowed.
+        let _ = catch_unwind(AssertUnwindSafe(|| unsafe { drop_unit(slot) }));
+    }
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Job")
+    }
+}
+
+/// What a job can hold. Dropping one unrun cancels its task, if it has one
+/// (`TaskRef`'s `Drop`).
+trait Unit: Send + 'static {
+    /// Runs it (see [`Job::run`]).
+    fn run(self, report: PanicReporter<'_>) -> RunOutcome;
+}
+
+/// A closure from `execute`.
+struct Detached<F>(F);
+
+impl<F: FnOnce() + Send + 'static> Unit for Detached<F> {
+    fn run(self, report: PanicReporter<'_>) -> RunOutcome {
+        // The captures are dropped inside the call, so inside catch_unwind.
+        match catch_unwind(AssertUnwindSafe(self.0)) {
+            Ok(()) => RunOutcome::Completed,
+            Err(payload) => {
+                report_and_drop(payload, report);
+                RunOutcome::Panicked
+            }
+        }
+    }
+}
+
+/// A task with a handle: the queue's reference to its cell.
+struct TaskRef<F, T>(StdArc<TaskCell<F, T>>);
+
+impl<F, T> Unit for TaskRef<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn run(self, report: PanicReporter<'_>) -> RunOutcome {
+        let outcome = self.0.run(report);
+        // If the handle is gone, this drops the task's output.
+        match catch_unwind(AssertUnwindSafe(|| drop(self))) {
+            Ok(()) => outcome,
+            Err(payload) => {
+                report_and_drop(payload, report);
+                RunOutcome::Panicked
+            }
+        }
+    }
+}
+
+impl<F, T> Drop for TaskRef<F, T> {
+    /// A task whose job is dropped unrun is cancelled; after a run this
+    /// finds the task final and does nothing.
+    fn drop(&mut self) {
+        if !self.0.header().is_final() {
+            self.0.cancel();
+        }
+    }
+}
+
+/// Reports a caught panic, then drops its payload (whose own destructor
+/// may panic too: that is swallowed).
+#[cold]
+fn report_and_drop(payload: Box<dyn Any + Send>, report: PanicReporter<'_>) {
+    let payload = PanicPayload::new(payload);
+    report(&payload);
+    let _ = catch_unwind(AssertUnwindSafe(|| drop(payload)));
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    fn no_report(_: &PanicPayload) {}
+
+    #[test]
+    fn small_closures_are_inline_and_large_ones_boxed() {
+        assert!(is_inline::<Detached<u64>>());
+        assert!(is_inline::<TaskRef<fn() -> u8, u8>>());
+        assert!(!is_inline::<Detached<[u64; 2]>>());
+        assert!(!is_inline::<Detached<u128>>() || mem::align_of::<u128>() <= 8);
+        assert_eq!(mem::size_of::<Job>(), 16);
+        assert_eq!(mem::size_of::<Option<Job>>(), 16);
+    }
+
+    #[test]
+    fn jobs_run_and_drop_their_captures_exactly_once() {
+        let counter = Arc::new(AtomicUsize::new(0));
+        let small = counter.clone(); // one pointer: inline
+        let big = (counter.clone(), [7u64; 4]); // boxed
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (r1, r2) = (ran.clone(), ran.clone());
+        let jobs = [
+            Job::detached(move || {
+                let _keep = &small;
+                r1.fetch_add(1, Ordering::SeqCst);
+            }),
+            Job::detached(move || {
+                let (_keep, array) = &big;
+                assert_eq!(array[3], 7);
+                r2.fetch_add(1, Ordering::SeqCst);
+            }),
+        ];
+        assert_eq!(Arc::strong_count(&counter), 3);
+        for job in jobs {
+            assert_eq!(job.run(&no_report), RunOutcome::Completed);
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 2);
+        assert_eq!(
+            Arc::strong_count(&counter),
+            1,
+            "captures dropped after the run"
+        );
+
+        let unrun = (counter.clone(), [0u8; 64]);
+        let small = counter.clone();
+        drop(Job::detached(move || {
+            let (keep, pad) = unrun;
+            drop((keep, pad));
+        }));
+        drop(Job::detached(move || drop(small)));
+        assert_eq!(
+            Arc::strong_count(&counter),
+            1,
+            "captures dropped with an unrun job"
+        );
+    }
+
+    fn make_small() -> impl FnOnce() + Send + 'static {
+        let n = 5u32;
+        move || assert_eq!(n, 5)
+    }
+
+    fn make_big() -> impl FnOnce() + Send + 'static {
+        let a = [3u64; 8];
+        move || assert_eq!(a[7], 3)
+    }
+
+    /// Unboxes `job` as the closure type that `_make` returns.
+    fn unbox_as<F: FnOnce() + Send + 'static>(job: Job, _make: fn() -> F) -> Option<F> {
+        job.into_detached::<F>()
+    }
+
+    #[test]
+    fn a_refused_closure_comes_back_whole() {
+        unbox_as(Job::detached(make_small()), make_small).expect("inline")();
+        unbox_as(Job::detached(make_big()), make_big).expect("boxed")();
+        assert!(unbox_as(Job::detached(make_small()), make_big).is_none());
+    }
+
+    #[test]
+    fn a_panicking_job_is_caught_and_reported() {
+        let seen = std::cell::Cell::new(0);
+        let report = |p: &PanicPayload| {
+            assert_eq!(p.message(), Some("expected"));
+            seen.set(seen.get() + 1);
+        };
+        let outcome = Job::detached(|| std::panic::panic_any("expected")).run(&report);
+        assert_eq!(outcome, RunOutcome::Panicked);
+        assert_eq!(seen.get(), 1);
+    }
+}
