@@ -8,32 +8,42 @@
 //!   and, once the last worker thread has exited: terminated
 //! ```
 //!
-//! One atomic word holds the state (low two bits) and the number of
-//! outside submissions *in flight* (the rest): admitted, but their job not
-//! yet pushed. A submission from outside increments the count and reads the
-//! state in one RMW; if the state is not RUNNING it backs out and is
-//! rejected. So once a thread has seen SHUTDOWN or STOP together with a
-//! zero count, every admitted outside submission has finished its push
-//! (`Release` on leaving, `Acquire` on reading): the queues show all of
-//! them. Workers rely on that before they exit, and `shutdown_now` before it
-//! drains. Submissions from inside the pool are not counted here; they use
-//! their worker's own deque and re-check the state after pushing (see
+//! Two atomic words, on separate cache lines: the `state`, which workers
+//! read whenever they run out of work, and the number of outside
+//! submissions *in flight* (admitted, but their job not yet pushed), which
+//! only submitters write. (In one word, every outside submission's RMW
+//! would steal the line from the idle workers reading the state.)
+//!
+//! # Admission
+//!
+//! A submission from outside increments `in_flight`, then reads `state`;
+//! if that is not RUNNING it decrements and is refused. A shutdown writes
+//! `state`, then reads `in_flight`. All four are `SeqCst`, so in their single
+//! total order either the submitter's read comes after the shutdown's write
+//! (and it is refused), or the shutdown's read comes after the increment
+//! (and it sees the submission in flight). Hence once a thread has read a
+//! non-RUNNING state and *then* a zero count, every admitted outside
+//! submission has finished its push (`Release` on leaving, `SeqCst` on
+//! reading): the queues show all of them. Workers rely on that before they
+//! exit, and `shutdown_now` before it drains.
+//!
+//! Submissions from inside the pool are not counted here; they use their
+//! worker's own deque and re-check the state after pushing (see
 //! `Pool::push`).
 
 use std::time::{Duration, Instant};
 
-use crate::sync::{AtomicUsize, Condvar, Mutex, Ordering};
+use crate::sync::{AtomicUsize, CachePadded, Condvar, Mutex, Ordering};
 
-const STATE: usize = 0b11;
 const RUNNING: usize = 0;
 const SHUTDOWN: usize = 1;
 const STOP: usize = 2;
-const ONE_IN_FLIGHT: usize = 0b100;
 
 /// The lifecycle of one pool (see the module doc).
 #[derive(Debug)]
 pub(crate) struct Lifecycle {
-    ctl: AtomicUsize,
+    state: CachePadded<AtomicUsize>,
+    in_flight: CachePadded<AtomicUsize>,
     /// Worker threads that have not exited yet.
     live_workers: Mutex<usize>,
     terminated: Condvar,
@@ -42,7 +52,8 @@ pub(crate) struct Lifecycle {
 impl Lifecycle {
     pub(crate) fn new(workers: usize) -> Self {
         Lifecycle {
-            ctl: AtomicUsize::new(RUNNING),
+            state: CachePadded::new(AtomicUsize::new(RUNNING)),
+            in_flight: CachePadded::new(AtomicUsize::new(0)),
             live_workers: Mutex::new(workers),
             terminated: Condvar::new(),
         }
@@ -51,7 +62,7 @@ impl Lifecycle {
     /// True until `shutdown` or `shutdown_now`.
     #[inline]
     pub(crate) fn is_running(&self) -> bool {
-        self.ctl.load(Ordering::SeqCst) & STATE == RUNNING
+        self.state.load(Ordering::SeqCst) == RUNNING
     }
 
     /// True after `shutdown` or `shutdown_now`.
@@ -61,46 +72,42 @@ impl Lifecycle {
 
     /// True after `shutdown_now`.
     pub(crate) fn is_stopped(&self) -> bool {
-        self.ctl.load(Ordering::Acquire) & STATE == STOP
+        self.state.load(Ordering::Acquire) == STOP
     }
 
     /// Admits an outside submission (true) or refuses it (false). An
     /// admitted one must call [`leave`](Self::leave) after its push.
     #[inline]
     pub(crate) fn enter(&self) -> bool {
-        let prev = self.ctl.fetch_add(ONE_IN_FLIGHT, Ordering::SeqCst);
-        if prev & STATE == RUNNING {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        if self.state.load(Ordering::SeqCst) == RUNNING {
             return true;
         }
-        self.ctl.fetch_sub(ONE_IN_FLIGHT, Ordering::SeqCst);
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
         false
     }
 
     /// Ends an admitted submission. Returns true if the pool was shut down
     /// meanwhile: the caller must then wake the workers, which may be
-    /// waiting for the in-flight count to drop before they exit.
+    /// waiting for the in-flight count to drop before they exit. (Decrement
+    /// then read the state: a shutdown that writes the state and then sees
+    /// a count above zero is answered by this wake-up.)
     #[inline]
     pub(crate) fn leave(&self) -> bool {
-        let prev = self.ctl.fetch_sub(ONE_IN_FLIGHT, Ordering::SeqCst);
-        prev & STATE != RUNNING
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.state.load(Ordering::SeqCst) != RUNNING
     }
 
     /// RUNNING -> SHUTDOWN. True if this call made the change.
     pub(crate) fn shutdown(&self) -> bool {
-        self.ctl
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |c| {
-                (c & STATE == RUNNING).then_some(c | SHUTDOWN)
-            })
+        self.state
+            .compare_exchange(RUNNING, SHUTDOWN, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
     }
 
     /// Any state -> STOP.
     pub(crate) fn stop(&self) {
-        let _ = self
-            .ctl
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |c| {
-                Some(c & !STATE | STOP)
-            });
+        self.state.swap(STOP, Ordering::SeqCst);
     }
 
     /// Waits (spinning, then yielding) until no outside submission is in
@@ -108,7 +115,7 @@ impl Lifecycle {
     /// it waits for at most one push per submitting thread.
     pub(crate) fn wait_no_submissions_in_flight(&self) {
         let backoff = crate::sync::Backoff::new();
-        while self.ctl.load(Ordering::Acquire) >= ONE_IN_FLIGHT {
+        while self.in_flight.load(Ordering::SeqCst) != 0 {
             backoff.snooze();
         }
     }
@@ -117,8 +124,11 @@ impl Lifecycle {
     /// `shutdown_now`, or after `shutdown` with no outside submission in
     /// flight (see the module doc for why the queues are then complete).
     pub(crate) fn idle_worker_may_exit(&self) -> bool {
-        let c = self.ctl.load(Ordering::SeqCst);
-        c & STATE == STOP || c == SHUTDOWN
+        match self.state.load(Ordering::SeqCst) {
+            RUNNING => false,
+            SHUTDOWN => self.in_flight.load(Ordering::SeqCst) == 0,
+            _ => true,
+        }
     }
 
     /// A worker thread exits; the last one marks the pool terminated.
