@@ -7,13 +7,18 @@ use crate::sync::{AtomicBool, AtomicU64, Ordering};
 /// [`ScheduledExecutor::metrics`](crate::ScheduledExecutor::metrics).
 ///
 /// The fields are read one after another while the workers run, so they are
-/// each exact but not all taken at the same instant.
+/// not all taken at the same instant. A worker counts a run just after it
+/// finishes, so a task that was just joined may not be counted yet; after
+/// termination every run is.
 ///
 /// ```
 /// use chronopool::ScheduledExecutor;
+/// use std::time::Duration;
 ///
 /// let pool = ScheduledExecutor::builder().worker_threads(2).build()?;
 /// pool.submit(|| ())?.join()?;
+/// pool.shutdown();
+/// assert!(pool.await_termination(Duration::from_secs(10)));
 /// let m = pool.metrics();
 /// assert_eq!(m.worker_threads, 2);
 /// assert_eq!(m.completed_tasks, 1);
@@ -26,7 +31,8 @@ pub struct Metrics {
     pub worker_threads: usize,
     /// Workers running a task right now.
     pub active_workers: usize,
-    /// Tasks waiting in the queues (not yet started).
+    /// Jobs waiting in the queues (not yet started; a cancelled task stays
+    /// counted here until a worker reaches it and skips it).
     pub queued_tasks: usize,
     /// Task runs that finished, whether they returned or panicked.
     pub completed_tasks: u64,
