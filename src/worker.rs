@@ -116,8 +116,7 @@ impl WorkerContext {
         let pool = &*self.pool;
         let mut searching = false;
         loop {
-            // The lifecycle is only read when there is nothing to run: a busy
-            // worker never touches the word that outside submitters write.
+            // The lifecycle is only read when there is nothing to run.
             let job = self.next_job().or_else(|| {
                 if !searching {
                     searching = true;
@@ -218,18 +217,21 @@ impl WorkerContext {
         }
     }
 
-    /// Runs one job (which catches and reports its own panics) and counts it.
+    /// Runs one job (which catches and reports its own panics) and counts
+    /// it. A job run while helping a join runs inside another one: the
+    /// worker stays busy after it.
     #[inline]
     fn run_job(&self, job: Job) {
         let pool = &*self.pool;
         let stats = pool.stats(self.index);
+        let was_busy = stats.is_busy();
         stats.set_busy(true);
         match job.run(&|payload| pool.report_panic(payload)) {
             RunOutcome::Completed => stats.record_run(false),
             RunOutcome::Panicked => stats.record_run(true),
             RunOutcome::Skipped => {}
         }
-        stats.set_busy(false);
+        stats.set_busy(was_busy);
     }
 
     /// A task on this worker joins another task: run queued work until it

@@ -68,3 +68,27 @@ fn metrics_count_workers_activity_queue_completions_and_panics() {
         || pool.metrics().completed_tasks == 10 && pool.metrics().queued_tasks == 0
     ));
 }
+
+#[test]
+fn a_worker_helping_a_join_stays_active() {
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let gate = Gate::new();
+    let g = gate.clone();
+    let (tx, rx) = mpsc::channel();
+    let parent = pool
+        .submit(move || {
+            // Runs on the only worker; the join helps by running the child.
+            let child = chronopool::submit(|| ()).unwrap();
+            child.join().unwrap();
+            tx.send(()).unwrap();
+            g.wait();
+        })
+        .unwrap();
+    rx.recv_timeout(PATIENCE).unwrap();
+    assert_eq!(pool.metrics().active_workers, 1, "the parent still runs");
+    gate.open();
+    parent.join().unwrap();
+}

@@ -230,7 +230,10 @@ fn every_accepted_task_runs_exactly_once_or_is_returned_under_shutdown_now() {
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(2 + round));
+        // Let the submitters get going (on a loaded machine they may start
+        // late), then shut down at a varying point of their run.
+        assert!(eventually(|| ledger.next.load(Ordering::SeqCst) > 1_000));
+        std::thread::sleep(Duration::from_micros(200 * round as u64));
         let returned = pool.shutdown_now();
         for s in submitters {
             s.join().unwrap();
@@ -245,7 +248,6 @@ fn every_accepted_task_runs_exactly_once_or_is_returned_under_shutdown_now() {
             .iter()
             .map(|a| a.load(Ordering::SeqCst))
             .sum();
-        assert!(n_accepted > 0, "round {round}: the race did not happen");
         eprintln!("round {round}: {n_accepted} accepted, {n_returned} returned by shutdown_now");
         for id in 0..2 * OUTER {
             let (accepted, runs) = (

@@ -8,38 +8,55 @@ use std::time::Duration;
 use chronopool::ScheduledExecutor;
 use common::PATIENCE;
 
-/// Process CPU time (user + system) from /proc/self/stat, in clock ticks
-/// (10 ms on Linux).
+/// CPU time (user + system) of one thread of this process, from
+/// /proc/thread-self/task/<tid>/stat, in clock ticks (10 ms on Linux).
 #[cfg(target_os = "linux")]
-fn cpu_ticks() -> u64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // Fields after the parenthesised command: state is field 3; utime 14, stime 15.
+fn thread_cpu_ticks(tid: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+    // After the parenthesised command: state is field 3, utime 14, stime 15.
     let rest = &stat[stat.rfind(')').unwrap() + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
+/// The id of the calling thread, as /proc names it.
+#[cfg(target_os = "linux")]
+fn own_tid() -> String {
+    let link = std::fs::read_link("/proc/thread-self").unwrap();
+    link.file_name().unwrap().to_string_lossy().into_owned()
+}
+
 #[test]
 #[cfg(target_os = "linux")]
 fn an_idle_pool_uses_no_cpu() {
+    const THREADS: usize = 4;
     let pool = ScheduledExecutor::builder()
-        .worker_threads(4)
+        .worker_threads(THREADS)
         .build()
         .unwrap();
-    // Work once so that every worker has been through its loop, then idle.
-    let handles: Vec<_> = (0..100).map(|i| pool.submit(move || i).unwrap()).collect();
-    for h in handles {
-        h.join().unwrap();
-    }
+    // Every worker reports its thread id (all at once, so each one does).
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let tids: Vec<String> = (0..THREADS)
+        .map(|_| {
+            let b = barrier.clone();
+            pool.submit(move || {
+                b.wait();
+                own_tid()
+            })
+            .unwrap()
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|h| h.join_timeout(PATIENCE).unwrap())
+        .collect();
     std::thread::sleep(Duration::from_millis(100));
-    let before = cpu_ticks();
+    let before: u64 = tids.iter().map(|t| thread_cpu_ticks(t)).sum();
     std::thread::sleep(Duration::from_secs(1));
-    let used = cpu_ticks() - before;
-    // A spinning worker would use ~100 ticks; parked ones use none. The
-    // bound leaves room for a loaded machine's accounting noise.
+    let used = tids.iter().map(|t| thread_cpu_ticks(t)).sum::<u64>() - before;
+    // Spinning workers would use ~100 ticks each; parked ones use none.
     assert!(
-        used <= 5,
-        "an idle pool used {used} ticks (10 ms each) in 1 s"
+        used <= 2,
+        "idle workers used {used} ticks (10 ms each) in 1 s"
     );
 }
 
