@@ -52,7 +52,7 @@ fn dropping_a_handle_detaches_the_task() {
     let pool = pool(1);
     let gate = Gate::new();
     let ran = Arc::new(AtomicUsize::new(0));
-    let (g, r) = (gate.clone(), ran.clone());
+    let (g, r) = (gate.waiter(), ran.clone());
     drop(pool.submit(move || {
         g.wait();
         r.fetch_add(1, Ordering::SeqCst);
@@ -82,7 +82,7 @@ fn a_task_submitted_from_inside_goes_to_its_workers_own_deque() {
 
     let order = Arc::new(Mutex::new(Vec::new()));
     let gate = Gate::new();
-    let g = gate.clone();
+    let g = gate.waiter();
     pool.execute(move || g.wait()).unwrap();
     for i in 0..3 {
         let o = order.clone();
@@ -160,7 +160,7 @@ fn join_from_a_worker_of_another_pool_waits_and_helps_its_own() {
     let a = pool(1);
     let b = pool(1);
     let (b2, gate) = (b.clone(), Gate::new());
-    let g = gate.clone();
+    let g = gate.waiter();
     let handle = a
         .submit(move || {
             let on_b = b2.submit(move || {
@@ -179,7 +179,7 @@ fn join_from_a_worker_of_another_pool_waits_and_helps_its_own() {
 fn join_timeout_gives_the_handle_back_and_join_still_works() {
     let pool = pool(1);
     let gate = Gate::new();
-    let g = gate.clone();
+    let g = gate.waiter();
     let handle = pool
         .submit(move || {
             g.wait();
@@ -202,7 +202,7 @@ fn a_timed_join_on_a_worker_helps_even_past_its_deadline() {
     // though that takes longer than the time-out (documented).
     let pool = pool(1);
     let gate = Gate::new();
-    let g = gate.clone();
+    let g = gate.waiter();
     let handle = pool
         .submit(move || {
             let child = chronopool::submit(move || {
@@ -237,7 +237,7 @@ fn join_timeout_reports_a_failure() {
 fn cancel_before_it_runs_wins_and_drops_the_closure_at_once() {
     let pool = pool(1);
     let gate = Gate::new();
-    let g = gate.clone();
+    let g = gate.waiter();
     pool.execute(move || g.wait()).unwrap();
     let drops = Arc::new(AtomicUsize::new(0));
     let ran = Arc::new(AtomicUsize::new(0));
@@ -272,7 +272,7 @@ fn cancel_after_it_ran_or_while_it_runs_loses() {
 
     let (started_tx, started) = mpsc::channel();
     let gate = Gate::new();
-    let g = gate.clone();
+    let g = gate.waiter();
     let running = pool
         .submit(move || {
             started_tx.send(()).unwrap();
@@ -313,20 +313,17 @@ fn a_handle_is_a_future() {
 
     // Registered before the task can run: the waker is woken on completion.
     let gate = Gate::new();
-    let g = gate.clone();
+    let g = gate.waiter();
     let handle = pool
         .submit(move || {
             g.wait();
             3
         })
         .unwrap();
-    let opener = {
-        let gate = gate.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(20));
-            gate.open();
-        })
-    };
+    let opener = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        gate.open();
+    });
     assert_eq!(block_on(handle).unwrap(), 3);
     opener.join().unwrap();
 

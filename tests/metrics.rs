@@ -25,7 +25,7 @@ fn metrics_count_workers_activity_queue_completions_and_panics() {
     let gate = Gate::new();
     let (started_tx, started) = mpsc::channel();
     for _ in 0..2 {
-        let (g, tx) = (gate.clone(), started_tx.clone());
+        let (g, tx) = (gate.waiter(), started_tx.clone());
         pool.execute(move || {
             tx.send(()).unwrap();
             g.wait();
@@ -57,9 +57,9 @@ fn metrics_count_workers_activity_queue_completions_and_panics() {
 
     // A cancelled task never runs and is not counted.
     let gate = Gate::new();
-    let g = gate.clone();
+    let g = gate.waiter();
     pool.execute(move || g.wait()).unwrap();
-    let g = gate.clone();
+    let g = gate.waiter();
     pool.execute(move || g.wait()).unwrap();
     let cancelled = pool.submit(|| ()).unwrap();
     assert!(cancelled.cancel());
@@ -76,7 +76,7 @@ fn a_worker_helping_a_join_stays_active() {
         .build()
         .unwrap();
     let gate = Gate::new();
-    let g = gate.clone();
+    let g = gate.waiter();
     let (tx, rx) = mpsc::channel();
     let parent = pool
         .submit(move || {
@@ -88,7 +88,8 @@ fn a_worker_helping_a_join_stays_active() {
         })
         .unwrap();
     rx.recv_timeout(PATIENCE).unwrap();
-    assert_eq!(pool.metrics().active_workers, 1, "the parent still runs");
+    let active = pool.metrics().active_workers;
     gate.open();
     parent.join().unwrap();
+    assert_eq!(active, 1, "the parent was still running");
 }

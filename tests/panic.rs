@@ -115,7 +115,7 @@ fn a_panic_dropping_an_unwanted_output_is_reported_not_fatal() {
         .unwrap();
     // The handle is dropped, so the worker drops the output, which panics.
     let gate = common::Gate::new();
-    let g = gate.clone();
+    let g = gate.waiter();
     let handle = pool
         .submit(move || {
             g.wait();

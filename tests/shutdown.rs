@@ -22,7 +22,7 @@ fn block_workers(pool: &ScheduledExecutor, threads: usize) -> Gate {
     let gate = Gate::new();
     let (started_tx, started) = mpsc::channel();
     for _ in 0..threads {
-        let (g, tx) = (gate.clone(), started_tx.clone());
+        let (g, tx) = (gate.waiter(), started_tx.clone());
         pool.execute(move || {
             tx.send(()).unwrap();
             g.wait();
@@ -89,7 +89,7 @@ fn a_submission_from_inside_after_shutdown_gets_its_job_back() {
     let pool = pool(1);
     let (tx, rx) = mpsc::channel();
     let gate = Gate::new();
-    let g = gate.clone();
+    let g = gate.waiter();
     pool.execute(move || {
         g.wait();
         let refused = chronopool::submit(|| 3).unwrap_err();

@@ -66,20 +66,38 @@ fn install_quiet_hook() {
     }));
 }
 
-/// A latch a task can block on until the test opens it.
-#[derive(Clone, Default)]
+/// A latch tasks block on until the test opens it. The test keeps the
+/// `Gate` and hands out [`GateWaiter`]s; dropping the `Gate` opens it, so a
+/// failing assertion (a panic) releases blocked workers instead of hanging
+/// the test in the pool's drop.
 pub struct Gate(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
+
+/// What a task waits on (see [`Gate`]).
+#[derive(Clone)]
+pub struct GateWaiter(Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>);
 
 impl Gate {
     pub fn new() -> Self {
-        Self::default()
+        Gate(Arc::default())
+    }
+
+    pub fn waiter(&self) -> GateWaiter {
+        GateWaiter(self.0.clone())
     }
 
     pub fn open(&self) {
         *self.0 .0.lock().unwrap() = true;
         self.0 .1.notify_all();
     }
+}
 
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.open();
+    }
+}
+
+impl GateWaiter {
     pub fn wait(&self) {
         let mut open = self.0 .0.lock().unwrap();
         while !*open {
