@@ -70,6 +70,9 @@ mod pool;
 mod sleep;
 mod sync;
 mod task;
+// The delayed work queue; the executor's scheduling API is built on it next.
+#[allow(dead_code)]
+mod timer;
 mod worker;
 
 pub use builder::{Builder, MAX_WORKER_THREADS};

@@ -1,0 +1,213 @@
+//! The delayed work queue: the ordering of tasks that run later.
+//!
+//! A *backend* ([`DelayQueue`]) is a plain single-threaded data structure,
+//! driven by an explicit `now`: no threads, no clock inside, so it can be
+//! unit-tested and property-tested against a reference model (`model_test`).
+//! Every backend passes the same property test unchanged.
+//!
+//! # The contract of a backend
+//!
+//! * Entries are addressed by a [`Key`] (a slot and a generation), so that
+//!   removal is direct (no search) and a key that outlived its entry is
+//!   recognised as stale instead of removing an unrelated entry.
+//! * An entry is never popped before its deadline. It may be popped *later*
+//!   by at most [`DelayQueue::max_lateness`] of its delay (a wheel rounds a
+//!   deadline up to its tick, never down; the heap is exact).
+//! * Among entries with equal deadlines, insertion order is kept.
+//! * Time is `u64` nanoseconds on the executor's monotonic clock; the
+//!   largest value means "never" in practice (~584 years).
+
+pub(crate) mod heap;
+
+#[cfg(all(test, not(loom)))]
+mod model_test;
+
+/// Nanoseconds since the executor's clock origin.
+pub(crate) type Nanos = u64;
+
+/// The address of one entry in a backend: a slot and that slot's
+/// generation when the entry was inserted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    slot: u32,
+    generation: u32,
+}
+
+/// A delayed work queue backend (see the module doc for the contract).
+pub(crate) trait DelayQueue<T> {
+    /// Adds `value`, due at `deadline`; `now` is the current time (a wheel
+    /// places the entry relative to it).
+    fn insert(&mut self, now: Nanos, deadline: Nanos, value: T) -> Key;
+
+    /// Removes the entry `key` addresses; `None` if it is no longer there.
+    fn remove(&mut self, key: Key) -> Option<T>;
+
+    /// Removes and returns one entry that is due at `now`, earliest first
+    /// (insertion order among equal deadlines); `None` if none is due.
+    fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)>;
+
+    /// The time at which the next entry becomes due (at or after its
+    /// deadline), or `None` if the queue is empty.
+    fn next_due(&self) -> Option<Nanos>;
+
+    /// The number of entries.
+    fn len(&self) -> usize;
+
+    /// How late, at most, an entry inserted `delay` before its deadline may
+    /// be popped after it (0 for an exact backend).
+    fn max_lateness(&self, delay: Nanos) -> Nanos;
+}
+
+/// Slots with generations and a free list: the storage behind a backend's
+/// keys. A slot's generation is bumped each time it is reused, so an old key
+/// never matches a newer entry of the same slot.
+///
+/// When the last entry leaves, the slots themselves are freed (a million
+/// cancelled timers must not pin their memory); fresh slots then start
+/// above every generation handed out before, which keeps old keys stale.
+#[derive(Debug)]
+pub(crate) struct Slab<E> {
+    slots: Vec<SlabSlot<E>>,
+    /// Head of the free list (`NO_SLOT`: empty).
+    free: u32,
+    len: usize,
+    /// Generation of the next fresh slot: above all generations used so far.
+    fresh_generation: u32,
+}
+
+#[derive(Debug)]
+enum SlabSlot<E> {
+    Occupied { entry: E, generation: u32 },
+    Vacant { next_free: u32, generation: u32 },
+}
+
+const NO_SLOT: u32 = u32::MAX;
+
+impl<E> Default for Slab<E> {
+    fn default() -> Self {
+        Slab {
+            slots: Vec::new(),
+            free: NO_SLOT,
+            len: 0,
+            fresh_generation: 0,
+        }
+    }
+}
+
+impl<E> Slab<E> {
+    /// Stores `entry`, returning its key.
+    pub(crate) fn insert(&mut self, entry: E) -> Key {
+        self.len += 1;
+        let (slot, generation) = if self.free != NO_SLOT {
+            let slot = self.free;
+            let SlabSlot::Vacant {
+                next_free,
+                generation,
+            } = self.slots[slot as usize]
+            else {
+                unreachable!("the free list holds vacant slots");
+            };
+            self.free = next_free;
+            (slot, generation.wrapping_add(1))
+        } else {
+            let slot = self.slots.len() as u32;
+            assert!(
+                slot != NO_SLOT,
+                "a delay queue holds fewer than 2^32 - 1 entries"
+            );
+            self.slots.push(SlabSlot::Vacant {
+                next_free: NO_SLOT,
+                generation: 0,
+            });
+            (slot, self.fresh_generation)
+        };
+        self.fresh_generation = self.fresh_generation.max(generation.wrapping_add(1));
+        self.slots[slot as usize] = SlabSlot::Occupied { entry, generation };
+        Key { slot, generation }
+    }
+
+    /// Takes the entry `key` addresses out, if it is still there.
+    pub(crate) fn remove(&mut self, key: Key) -> Option<E> {
+        let slot = self.slots.get_mut(key.slot as usize)?;
+        if !matches!(slot, SlabSlot::Occupied { generation, .. } if *generation == key.generation) {
+            return None;
+        }
+        let vacant = SlabSlot::Vacant {
+            next_free: self.free,
+            generation: key.generation,
+        };
+        let SlabSlot::Occupied { entry, .. } = std::mem::replace(slot, vacant) else {
+            unreachable!("checked above");
+        };
+        self.free = key.slot;
+        self.len -= 1;
+        if self.len == 0 {
+            // Every slot is vacant: free them all (see the type doc).
+            self.slots = Vec::new();
+            self.free = NO_SLOT;
+        }
+        Some(entry)
+    }
+
+    /// The entry `key` addresses, if it is still there.
+    pub(crate) fn get(&self, key: Key) -> Option<&E> {
+        match self.slots.get(key.slot as usize)? {
+            SlabSlot::Occupied { entry, generation } if *generation == key.generation => {
+                Some(entry)
+            }
+            _ => None,
+        }
+    }
+
+    /// The entry in `slot`, which the caller knows to be occupied.
+    pub(crate) fn at_mut(&mut self, slot: u32) -> &mut E {
+        match &mut self.slots[slot as usize] {
+            SlabSlot::Occupied { entry, .. } => entry,
+            SlabSlot::Vacant { .. } => unreachable!("slot {slot} is occupied"),
+        }
+    }
+
+    /// The key of the entry in `slot`, which the caller knows to be occupied.
+    pub(crate) fn key_at(&self, slot: u32) -> Key {
+        match &self.slots[slot as usize] {
+            SlabSlot::Occupied { generation, .. } => Key {
+                slot,
+                generation: *generation,
+            },
+            SlabSlot::Vacant { .. } => unreachable!("slot {slot} is occupied"),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod slab_tests {
+    use super::*;
+
+    #[test]
+    fn stale_keys_never_match_newer_entries() {
+        let mut slab = Slab::default();
+        let a = slab.insert("a");
+        assert_eq!(slab.remove(a), Some("a"));
+        // The slab is empty and its slots were freed; a fresh slot 0 must
+        // not answer to the old key.
+        let b = slab.insert("b");
+        assert_eq!(b.slot, a.slot);
+        assert_ne!(b, a);
+        assert_eq!(slab.remove(a), None);
+        assert_eq!(slab.get(b), Some(&"b"));
+        // Reuse through the free list bumps the generation too.
+        let c = slab.insert("c");
+        assert_eq!(slab.remove(b), Some("b"));
+        let d = slab.insert("d");
+        assert_eq!(d.slot, b.slot);
+        assert_eq!(slab.remove(b), None);
+        assert_eq!(slab.len(), 2);
+        assert_eq!((slab.remove(c), slab.remove(d)), (Some("c"), Some("d")));
+        assert_eq!(slab.len(), 0);
+        assert_eq!(slab.slots.capacity(), 0, "an empty slab holds no memory");
+    }
+}

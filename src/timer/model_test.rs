@@ -1,0 +1,183 @@
+//! The property test every delay-queue backend runs through unchanged:
+//! random sequences of insert, remove (cancel) and advance, checked against
+//! a reference model that only knows the contract (module doc of `timer`):
+//!
+//! * the entries popped at an advance are exactly those the model holds
+//!   whose deadline has passed, except that one may be held back for at
+//!   most the backend's stated lateness; none is popped before its deadline;
+//! * among entries with equal deadlines, insertion order is kept;
+//! * a key removes its own entry once, and a stale key removes nothing;
+//! * `next_due` is never before the earliest deadline, and never later
+//!   than that deadline plus its lateness;
+//! * `len` agrees.
+//!
+//! To add a backend: one line in `backends!` at the bottom.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::{DelayQueue, Key, Nanos};
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Insert an entry due `delay` from now.
+    Insert { delay: Nanos },
+    /// Remove the `nth` key handed out so far (mod their number): live,
+    /// already popped, or already removed.
+    Remove { nth: usize },
+    /// Move time forward and pop everything due.
+    Advance { by: Nanos },
+}
+
+/// Delays and steps on several scales, with many equal deadlines.
+fn op() -> impl Strategy<Value = Op> {
+    let delay = prop_oneof![
+        Just(0u64),
+        0u64..8,
+        0u64..2_000,
+        0u64..5_000_000,
+        Just(1_000),
+        (0u64..4).prop_map(|k| k * 1_000_000),
+        Just(u64::MAX / 2),
+    ];
+    prop_oneof![
+        4 => delay.prop_map(|delay| Op::Insert { delay }),
+        2 => any::<usize>().prop_map(|nth| Op::Remove { nth }),
+        3 => prop_oneof![0u64..3, 0u64..1_500, 0u64..3_000_000].prop_map(|by| Op::Advance { by }),
+    ]
+}
+
+/// What the model knows of a live entry.
+#[derive(Clone, Copy, Debug)]
+struct Live {
+    deadline: Nanos,
+    /// The latest moment it may still be pending.
+    latest: Nanos,
+    seq: u64,
+}
+
+/// Runs `ops` on `queue` and on the model, checking after every step.
+fn check<Q: DelayQueue<u64>>(mut queue: Q, ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut now: Nanos = 0;
+    let mut keys: Vec<(Key, u64)> = Vec::new();
+    let mut live: BTreeMap<u64, Live> = BTreeMap::new();
+    let mut next_id = 0u64;
+    for op in ops {
+        match *op {
+            Op::Insert { delay } => {
+                let deadline = now.saturating_add(delay);
+                let id = next_id;
+                next_id += 1;
+                let key = queue.insert(now, deadline, id);
+                let latest = deadline.saturating_add(queue.max_lateness(delay));
+                live.insert(
+                    id,
+                    Live {
+                        deadline,
+                        latest,
+                        seq: id,
+                    },
+                );
+                keys.push((key, id));
+            }
+            Op::Remove { nth } => {
+                if keys.is_empty() {
+                    continue;
+                }
+                let (key, id) = keys[nth % keys.len()];
+                let expected = live.remove(&id).map(|_| id);
+                prop_assert_eq!(queue.remove(key), expected, "remove {:?}", key);
+            }
+            Op::Advance { by } => {
+                now = now.saturating_add(by);
+                let mut popped: Vec<(Key, u64)> = Vec::new();
+                while let Some(entry) = queue.pop_due(now) {
+                    popped.push(entry);
+                }
+                check_popped(&popped, &mut live, &keys, now)?;
+            }
+        }
+        prop_assert_eq!(queue.len(), live.len());
+        if let Some(earliest) = live.values().min_by_key(|l| (l.deadline, l.seq)) {
+            let next = queue.next_due();
+            prop_assert!(next.is_some(), "next_due is None with {} live", live.len());
+            let next = next.unwrap();
+            prop_assert!(
+                next >= earliest.deadline,
+                "next_due {} before deadline {}",
+                next,
+                earliest.deadline
+            );
+            let latest = live.values().map(|l| l.latest).min().unwrap();
+            prop_assert!(
+                next <= latest,
+                "next_due {} after the latest allowed {}",
+                next,
+                latest
+            );
+        } else {
+            prop_assert_eq!(queue.next_due(), None);
+        }
+    }
+    Ok(())
+}
+
+fn check_popped(
+    popped: &[(Key, u64)],
+    live: &mut BTreeMap<u64, Live>,
+    keys: &[(Key, u64)],
+    now: Nanos,
+) -> Result<(), TestCaseError> {
+    let mut seen: Vec<Live> = Vec::new();
+    for &(key, id) in popped {
+        let entry = live.remove(&id);
+        prop_assert!(entry.is_some(), "popped {} which is not live", id);
+        let entry = entry.unwrap();
+        prop_assert!(
+            entry.deadline <= now,
+            "{} popped at {} before its deadline {}",
+            id,
+            now,
+            entry.deadline
+        );
+        prop_assert_eq!(keys[id as usize].0, key, "popped with another key");
+        seen.push(entry);
+    }
+    // Equal deadlines come out in insertion order.
+    for (i, a) in seen.iter().enumerate() {
+        for b in &seen[i + 1..] {
+            if a.deadline == b.deadline {
+                prop_assert!(a.seq < b.seq, "equal deadlines out of insertion order");
+            }
+        }
+    }
+    // Nothing overdue stays behind.
+    for (id, l) in live.iter() {
+        prop_assert!(
+            l.latest > now,
+            "{} still pending at {}, latest allowed {}",
+            id,
+            now,
+            l.latest
+        );
+    }
+    Ok(())
+}
+
+/// One property test per backend, each over the same operations.
+macro_rules! backends {
+    ($($name:ident => $make:expr),* $(,)?) => {$(
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+            #[test]
+            fn $name(ops in proptest::collection::vec(op(), 1..400)) {
+                check($make, &ops)?;
+            }
+        }
+    )*};
+}
+
+backends! {
+    indexed_heap_matches_the_model => super::heap::IndexedHeap::<u64>::default(),
+}
