@@ -7,6 +7,8 @@ use crate::error::{BuildError, PanicPayload};
 use crate::executor::ScheduledExecutor;
 use crate::pool::{Hooks, Pool};
 use crate::sync::{thread, Arc};
+use crate::timer::driver::{self, Timer};
+use crate::timer::TimerQueue;
 use crate::worker;
 
 /// The most worker threads one executor can have.
@@ -33,6 +35,8 @@ pub struct Builder {
     thread_name: ThreadName,
     stack_size: Option<usize>,
     hooks: Hooks,
+    timer_queue: TimerQueue,
+    keep_delayed_on_shutdown: bool,
 }
 
 enum ThreadName {
@@ -47,6 +51,8 @@ impl Default for Builder {
             thread_name: ThreadName::Prefix("chronopool-worker".to_owned()),
             stack_size: None,
             hooks: Hooks::default(),
+            timer_queue: TimerQueue::default(),
+            keep_delayed_on_shutdown: true,
         }
     }
 }
@@ -124,6 +130,25 @@ impl Builder {
         self
     }
 
+    /// The delayed work queue that orders tasks scheduled to run later
+    /// (default: [`TimerQueue::heap`]).
+    pub fn timer_queue(mut self, queue: TimerQueue) -> Self {
+        self.timer_queue = queue;
+        self
+    }
+
+    /// Whether one-shot tasks scheduled to run later still run after
+    /// [`shutdown`](ScheduledExecutor::shutdown) (default: true, as in the
+    /// JDK): the executor then terminates after the last of them ran. With
+    /// false, `shutdown` cancels them (their handles resolve to
+    /// [`TaskError::Cancelled`](crate::TaskError::Cancelled)).
+    /// [`shutdown_now`](ScheduledExecutor::shutdown_now) returns them
+    /// either way.
+    pub fn keep_delayed_tasks_on_shutdown(mut self, keep: bool) -> Self {
+        self.keep_delayed_on_shutdown = keep;
+        self
+    }
+
     /// Checks the settings and starts the worker threads.
     ///
     /// ```
@@ -140,9 +165,10 @@ impl Builder {
         if self.stack_size == Some(0) {
             return Err(BuildError::ZeroStackSize);
         }
-        let (pool, deques) = Pool::new(workers, self.hooks);
+        let timer = Timer::new(self.timer_queue, self.keep_delayed_on_shutdown);
+        let (pool, deques) = Pool::new(workers, self.hooks, timer);
         let pool = Arc::new(pool);
-        let mut threads = Vec::with_capacity(workers);
+        let mut threads = Vec::with_capacity(workers + 1);
         for (index, local) in deques.into_iter().enumerate() {
             let name = match &self.thread_name {
                 ThreadName::Prefix(prefix) => format!("{prefix}-{index}"),
@@ -153,24 +179,36 @@ impl Builder {
                 builder = builder.stack_size(bytes);
             }
             let worker_pool = Arc::clone(&pool);
-            match builder.spawn(move || worker::run(worker_pool, index, local)) {
-                Ok(handle) => threads.push(handle),
-                Err(err) => {
-                    // Stop the threads already started; the ones never
-                    // started count as exited.
-                    for _ in index..workers {
-                        pool.lifecycle.worker_exited();
-                    }
-                    drop(pool.shutdown_now());
-                    for handle in threads {
-                        let _ = handle.join();
-                    }
-                    return Err(BuildError::Spawn(err));
+            if let Err(err) = builder
+                .spawn(move || worker::run(worker_pool, index, local))
+                .map(|h| threads.push(h))
+            {
+                // The ones never started count as exited.
+                for _ in index..workers {
+                    pool.lifecycle.worker_exited();
                 }
+                return Err(abandon(&pool, threads, err));
             }
         }
-        Ok(ScheduledExecutor::start(pool, threads))
+        let timer_pool = Arc::clone(&pool);
+        let mut builder = thread::Builder::new().name("chronopool-timer".to_owned());
+        if let Some(bytes) = self.stack_size {
+            builder = builder.stack_size(bytes);
+        }
+        match builder.spawn(move || driver::run(timer_pool)) {
+            Ok(timer) => Ok(ScheduledExecutor::start(pool, threads, timer)),
+            Err(err) => Err(abandon(&pool, threads, err)),
+        }
     }
+}
+
+/// Stops the threads already started after one failed to start.
+fn abandon(pool: &Pool, threads: Vec<thread::JoinHandle<()>>, err: std::io::Error) -> BuildError {
+    drop(pool.shutdown_now());
+    for handle in threads {
+        let _ = handle.join();
+    }
+    BuildError::Spawn(err)
 }
 
 impl fmt::Debug for Builder {
@@ -179,6 +217,8 @@ impl fmt::Debug for Builder {
             .field("worker_threads", &self.worker_threads)
             .field("stack_size", &self.stack_size)
             .field("hooks", &self.hooks)
+            .field("timer_queue", &self.timer_queue)
+            .field("keep_delayed_on_shutdown", &self.keep_delayed_on_shutdown)
             .finish_non_exhaustive()
     }
 }

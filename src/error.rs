@@ -6,12 +6,11 @@
 use std::any::Any;
 use std::fmt;
 
-use crate::handle::TaskHandle;
 use crate::sync::Mutex;
 
 /// Why a task produced no value.
 ///
-/// Returned by [`TaskHandle::join`] and friends.
+/// Returned by [`TaskHandle::join`](crate::TaskHandle::join) and friends.
 ///
 /// ```
 /// use chronopool::{ScheduledExecutor, TaskError};
@@ -26,7 +25,8 @@ use crate::sync::Mutex;
 /// ```
 #[derive(Debug)]
 pub enum TaskError {
-    /// The task was cancelled before it ran: through [`TaskHandle::cancel`],
+    /// The task was cancelled before it ran: through
+    /// [`TaskHandle::cancel`](crate::TaskHandle::cancel),
     /// or because [`ScheduledExecutor::shutdown_now`](crate::ScheduledExecutor::shutdown_now)
     /// handed it back and the caller dropped it unrun.
     Cancelled,
@@ -189,23 +189,33 @@ impl<F> fmt::Display for SubmitError<F> {
 
 impl<F> std::error::Error for SubmitError<F> {}
 
-/// Why [`TaskHandle::join_timeout`] returned without a value.
-pub enum JoinTimeoutError<T> {
+/// Why a timed join ([`TaskHandle::join_timeout`](crate::TaskHandle::join_timeout),
+/// [`ScheduledHandle::join_timeout`](crate::ScheduledHandle::join_timeout))
+/// returned without a value. `H` is the handle, given back on a time-out.
+pub enum JoinTimeoutError<H> {
     /// The task did not finish in time. The handle is given back: join it
     /// again, cancel it, or drop it to detach the task.
-    TimedOut(TaskHandle<T>),
+    TimedOut(H),
     /// The task finished without a value (it was cancelled or panicked).
     Failed(TaskError),
 }
 
-impl<T> JoinTimeoutError<T> {
+impl<H> JoinTimeoutError<H> {
     /// True if the wait timed out (the task may still run).
     pub fn is_timeout(&self) -> bool {
         matches!(self, JoinTimeoutError::TimedOut(_))
     }
+
+    /// Gives the handle back in `TimedOut`, turning the other error type.
+    pub(crate) fn map_handle<G>(self, f: impl FnOnce(H) -> G) -> JoinTimeoutError<G> {
+        match self {
+            JoinTimeoutError::TimedOut(h) => JoinTimeoutError::TimedOut(f(h)),
+            JoinTimeoutError::Failed(e) => JoinTimeoutError::Failed(e),
+        }
+    }
 }
 
-impl<T> fmt::Debug for JoinTimeoutError<T> {
+impl<H: fmt::Debug> fmt::Debug for JoinTimeoutError<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JoinTimeoutError::TimedOut(h) => f.debug_tuple("TimedOut").field(h).finish(),
@@ -214,7 +224,7 @@ impl<T> fmt::Debug for JoinTimeoutError<T> {
     }
 }
 
-impl<T> fmt::Display for JoinTimeoutError<T> {
+impl<H> fmt::Display for JoinTimeoutError<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JoinTimeoutError::TimedOut(_) => f.write_str("timed out waiting for the task"),
@@ -223,7 +233,7 @@ impl<T> fmt::Display for JoinTimeoutError<T> {
     }
 }
 
-impl<T> std::error::Error for JoinTimeoutError<T> {
+impl<H: fmt::Debug> std::error::Error for JoinTimeoutError<H> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             JoinTimeoutError::TimedOut(_) => None,

@@ -2,7 +2,7 @@
 //! the pool down with.
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
 use crate::error::{BuildError, SubmitError};
@@ -10,6 +10,7 @@ use crate::handle::TaskHandle;
 use crate::metrics::Metrics;
 use crate::pending::PendingTask;
 use crate::pool::Pool;
+use crate::scheduled::ScheduledHandle;
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Mutex, StdArc};
 use crate::worker;
@@ -27,17 +28,19 @@ use crate::worker;
 /// * [`await_termination`](Self::await_termination) waits for the workers
 ///   to exit.
 /// * Dropping the **last** handle shuts the pool down gracefully (as
-///   `shutdown`) and **joins the worker threads**, so it blocks until the
-///   queued tasks have run. If that last handle is dropped by a task running
-///   on one of the pool's own workers, that one thread is not joined (a
-///   thread cannot join itself); it exits after the task.
+///   `shutdown`, except that tasks scheduled to run later and not yet due
+///   are cancelled rather than waited for) and **joins the worker threads**,
+///   so it blocks until the queued tasks have run. If that last handle is
+///   dropped by a task running on one of the pool's own workers, that one
+///   thread is not joined (a thread cannot join itself); it exits after the
+///   task.
 ///
 /// Work submitted after shutdown is refused with a [`SubmitError`] that gives
 /// the job back; nothing panics.
 ///
 /// ```
 /// use chronopool::ScheduledExecutor;
-/// use std::time::Duration;
+/// use std::time::{Duration, Instant};
 ///
 /// let pool = ScheduledExecutor::builder().worker_threads(2).build()?;
 /// let answer = pool.submit(|| 6 * 7)?;
@@ -56,11 +59,13 @@ pub struct ScheduledExecutor {
 /// this, so the last user handle going away is what shuts the pool down.
 struct Inner {
     pool: Arc<Pool>,
+    /// The workers, then the timer thread.
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        self.pool.timer.discard_on_shutdown();
         self.pool.shutdown();
         let me = thread::current().id();
         for handle in self.threads.lock().drain(..) {
@@ -82,7 +87,12 @@ impl ScheduledExecutor {
         Builder::new().build()
     }
 
-    pub(crate) fn start(pool: Arc<Pool>, threads: Vec<JoinHandle<()>>) -> Self {
+    pub(crate) fn start(
+        pool: Arc<Pool>,
+        mut threads: Vec<JoinHandle<()>>,
+        timer: JoinHandle<()>,
+    ) -> Self {
+        threads.push(timer);
         ScheduledExecutor {
             inner: StdArc::new(Inner {
                 pool,
@@ -126,6 +136,62 @@ impl ScheduledExecutor {
     {
         let pool = self.pool();
         worker::with_current(|ctx| pool.execute(ctx.filter(|ctx| ctx.belongs_to(pool)), f))
+    }
+
+    /// Runs `f` on a worker once `delay` has passed, and returns a handle to
+    /// its result and to the time left.
+    ///
+    /// The task never runs before `delay` has passed on the monotonic
+    /// clock; `Duration::ZERO` means as soon as possible. Any delay is
+    /// accepted: deadlines saturate at about 584 years from the executor's
+    /// start instead of overflowing.
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let start = Instant::now();
+    /// let reply = pool.schedule(|| 42, Duration::from_millis(30))?;
+    /// assert_eq!(reply.join()?, 42);
+    /// assert!(start.elapsed() >= Duration::from_millis(30));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// After shutdown: [`SubmitErrorKind::Shutdown`](crate::SubmitErrorKind::Shutdown), with `f` given back.
+    pub fn schedule<F, T>(
+        &self,
+        f: F,
+        delay: Duration,
+    ) -> Result<ScheduledHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let pool = self.pool();
+        Pool::schedule(pool, f, pool.timer.clock.deadline_after(delay))
+    }
+
+    /// Runs `f` on a worker at `deadline` (as soon as possible if it has
+    /// passed), and returns a handle to its result. See
+    /// [`schedule`](Self::schedule).
+    ///
+    /// # Errors
+    ///
+    /// After shutdown: [`SubmitErrorKind::Shutdown`](crate::SubmitErrorKind::Shutdown), with `f` given back.
+    pub fn schedule_at<F, T>(
+        &self,
+        f: F,
+        deadline: Instant,
+    ) -> Result<ScheduledHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let pool = self.pool();
+        Pool::schedule(pool, f, pool.timer.clock.nanos_of(deadline))
     }
 
     /// Stops accepting work. Tasks already queued still run; then the

@@ -97,7 +97,7 @@ impl<T> TaskHandle<T> {
     /// # Panics
     ///
     /// If the handle was already polled to completion as a `Future`.
-    pub fn join_timeout(self, timeout: Duration) -> Result<T, JoinTimeoutError<T>> {
+    pub fn join_timeout(self, timeout: Duration) -> Result<T, JoinTimeoutError<Self>> {
         let deadline = Instant::now().checked_add(timeout);
         if !worker::wait_until_final(self.task().header(), deadline) {
             return Err(JoinTimeoutError::TimedOut(self));

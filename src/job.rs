@@ -19,7 +19,6 @@ use std::ptr;
 
 use crate::error::PanicPayload;
 use crate::sync::StdArc;
-use crate::task::TaskCell;
 
 /// What running a job did, for the worker's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,11 +118,7 @@ impl Job {
     }
 
     /// A job that runs the task in `cell` (holding one reference to it).
-    pub(crate) fn task<F, T>(cell: StdArc<TaskCell<F, T>>) -> Job
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-    {
+    pub(crate) fn task<C: Runnable>(cell: StdArc<C>) -> Job {
         Job::new(TaskRef(cell))
     }
 
@@ -193,14 +188,20 @@ impl<F: FnOnce() + Send + 'static> Unit for Detached<F> {
     }
 }
 
-/// A task with a handle: the queue's reference to its cell.
-struct TaskRef<F, T>(StdArc<TaskCell<F, T>>);
+/// A task cell as the queues see it.
+pub(crate) trait Runnable: Send + Sync + 'static {
+    /// Runs the task if it is still scheduled (catching and reporting a
+    /// panic); `Skipped` if it was cancelled.
+    fn run(&self, report: PanicReporter<'_>) -> RunOutcome;
 
-impl<F, T> Unit for TaskRef<F, T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
+    /// Cancels the task if it has not started (its job is dropped unrun).
+    fn abandon(&self);
+}
+
+/// A task with a handle: the queue's reference to its cell.
+struct TaskRef<C: Runnable>(StdArc<C>);
+
+impl<C: Runnable> Unit for TaskRef<C> {
     fn run(self, report: PanicReporter<'_>) -> RunOutcome {
         let outcome = self.0.run(report);
         // If the handle is gone, this drops the task's output.
@@ -214,13 +215,11 @@ where
     }
 }
 
-impl<F, T> Drop for TaskRef<F, T> {
+impl<C: Runnable> Drop for TaskRef<C> {
     /// A task whose job is dropped unrun is cancelled; after a run this
     /// finds the task final and does nothing.
     fn drop(&mut self) {
-        if !self.0.header().is_final() {
-            self.0.cancel();
-        }
+        self.0.abandon();
     }
 }
 
@@ -244,7 +243,7 @@ mod tests {
     #[test]
     fn small_closures_are_inline_and_large_ones_boxed() {
         assert!(is_inline::<Detached<u64>>());
-        assert!(is_inline::<TaskRef<fn() -> u8, u8>>());
+        assert!(is_inline::<TaskRef<crate::task::TaskCell<fn() -> u8, u8>>>());
         assert!(!is_inline::<Detached<[u64; 2]>>());
         assert!(!is_inline::<Detached<u128>>() || mem::align_of::<u128>() <= 8);
         assert_eq!(mem::size_of::<Job>(), 16);

@@ -57,6 +57,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod builder;
+mod clock;
 mod current;
 mod error;
 mod executor;
@@ -67,11 +68,10 @@ mod metrics;
 mod parker;
 mod pending;
 mod pool;
+mod scheduled;
 mod sleep;
 mod sync;
 mod task;
-// The delayed work queue; the executor's scheduling API is built on it next.
-#[allow(dead_code)]
 mod timer;
 mod worker;
 
@@ -84,3 +84,5 @@ pub use executor::ScheduledExecutor;
 pub use handle::TaskHandle;
 pub use metrics::Metrics;
 pub use pending::PendingTask;
+pub use scheduled::ScheduledHandle;
+pub use timer::TimerQueue;

@@ -34,6 +34,9 @@ pub struct Metrics {
     /// Jobs waiting in the queues (not yet started; a cancelled task stays
     /// counted here until a worker reaches it and skips it).
     pub queued_tasks: usize,
+    /// Tasks scheduled to run later that the timer still holds (a
+    /// cancelled one leaves it promptly, not at its deadline).
+    pub scheduled_tasks: usize,
     /// Task runs that finished, whether they returned or panicked.
     pub completed_tasks: u64,
     /// Task runs that panicked (counted in `completed_tasks` too).

@@ -35,10 +35,13 @@ use crate::handle::TaskHandle;
 use crate::job::Job;
 use crate::lifecycle::Lifecycle;
 use crate::metrics::{Metrics, WorkerStats};
+use crate::scheduled::{ScheduledHandle, ScheduledTask};
 use crate::sleep::Sleep;
 use crate::sync::deque::{Injector, Steal, Stealer, Worker};
-use crate::sync::{fence, CachePadded, Ordering, StdArc};
+use crate::sync::{fence, Arc, CachePadded, Ordering, StdArc};
 use crate::task::TaskCell;
+use crate::timer::driver::Timer;
+use crate::timer::Nanos;
 use crate::worker::WorkerContext;
 
 /// A hook that sees every task panic.
@@ -79,6 +82,7 @@ pub(crate) struct Pool {
     pub(crate) stealers: Box<[Stealer<Job>]>,
     pub(crate) sleep: Sleep,
     pub(crate) lifecycle: Lifecycle,
+    pub(crate) timer: Timer,
     stats: Box<[CachePadded<WorkerStats>]>,
     hooks: Hooks,
 }
@@ -86,13 +90,14 @@ pub(crate) struct Pool {
 impl Pool {
     /// A pool for `workers` workers, and the deques those workers will own
     /// (index i goes to worker i).
-    pub(crate) fn new(workers: usize, hooks: Hooks) -> (Pool, Vec<Worker<Job>>) {
+    pub(crate) fn new(workers: usize, hooks: Hooks, timer: Timer) -> (Pool, Vec<Worker<Job>>) {
         let deques: Vec<Worker<Job>> = (0..workers).map(|_| Worker::new_lifo()).collect();
         let pool = Pool {
             injector: Injector::new(),
             stealers: deques.iter().map(Worker::stealer).collect(),
             sleep: Sleep::new(workers),
             lifecycle: Lifecycle::new(workers),
+            timer,
             stats: (0..workers).map(|_| CachePadded::default()).collect(),
             hooks,
         };
@@ -172,10 +177,50 @@ impl Pool {
         }
         self.injector.push(job);
         self.sleep.notify_work();
+        self.leave();
+        Ok(())
+    }
+
+    /// Ends an admitted outside submission; if the pool was shut down
+    /// meanwhile, wakes the workers and the timer thread, which may be
+    /// waiting for the in-flight count to drop before they exit.
+    fn leave(&self) {
         if self.lifecycle.leave() {
             self.sleep.wake_all();
+            self.timer.wake();
         }
-        Ok(())
+    }
+
+    /// Schedules `f` to run at `deadline` (nanoseconds on the timer's
+    /// clock). A deadline that has passed goes straight to the workers.
+    pub(crate) fn schedule<F, T>(
+        pool: &Arc<Self>,
+        f: F,
+        deadline: Nanos,
+    ) -> Result<ScheduledHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        if !pool.lifecycle.enter() {
+            return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
+        }
+        let cell = StdArc::new(ScheduledTask::new(f, deadline));
+        if deadline <= pool.timer.clock.now() {
+            pool.injector.push(Job::task(StdArc::clone(&cell)));
+            pool.sleep.notify_work();
+        } else {
+            pool.timer.insert(cell.clone());
+        }
+        pool.leave();
+        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
+    }
+
+    /// A task the timer found due: onto the injector, past the admission
+    /// (it was admitted when it was scheduled).
+    pub(crate) fn push_due(&self, job: Job) {
+        self.injector.push(job);
+        self.sleep.notify_work();
     }
 
     /// From one of this pool's workers, into its own deque (module doc).
@@ -200,10 +245,21 @@ impl Pool {
         !self.injector.is_empty() || self.stealers.iter().any(|s| !s.is_empty())
     }
 
+    /// True if an idle worker may exit: after `shutdown_now`; or after
+    /// `shutdown` once no outside submission is in flight, the timer holds
+    /// no task that is still to run, and no queue holds a job.
+    pub(crate) fn idle_worker_may_exit(&self) -> bool {
+        self.lifecycle.is_stopped()
+            || (self.lifecycle.idle_worker_may_exit()
+                && self.timer.pending() == 0
+                && !self.has_visible_work())
+    }
+
     /// Stops accepting work; queued work still runs.
     pub(crate) fn shutdown(&self) {
         if self.lifecycle.shutdown() {
             self.sleep.wake_all();
+            self.timer.wake();
         }
     }
 
@@ -213,7 +269,10 @@ impl Pool {
         fence(Ordering::SeqCst);
         self.sleep.wake_all();
         self.lifecycle.wait_no_submissions_in_flight();
-        let mut drained = Vec::new();
+        // The timer first: it pushes due tasks on the injector under the
+        // lock that its drain takes (see `timer::driver`).
+        let mut drained = self.timer.drain();
+        self.timer.wake();
         drain(|| self.injector.steal(), &mut drained);
         for stealer in self.stealers.iter() {
             drain(|| stealer.steal(), &mut drained);
@@ -242,6 +301,7 @@ impl Pool {
             worker_threads: self.workers(),
             queued_tasks: self.injector.len()
                 + self.stealers.iter().map(Stealer::len).sum::<usize>(),
+            scheduled_tasks: self.timer.pending(),
             ..Metrics::default()
         };
         for stats in self.stats.iter() {

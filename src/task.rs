@@ -44,7 +44,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
 use crate::error::{PanicPayload, TaskError};
-use crate::job::{PanicReporter, RunOutcome};
+use crate::job::{PanicReporter, RunOutcome, Runnable};
 use crate::sync::cell::UnsafeCell;
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 
@@ -224,6 +224,22 @@ where
         self.output.with_mut(|slot| unsafe { *slot = Some(output) });
         self.header.complete();
         outcome
+    }
+}
+
+impl<F, T> Runnable for TaskCell<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn run(&self, report: PanicReporter<'_>) -> RunOutcome {
+        TaskCell::run(self, report)
+    }
+
+    fn abandon(&self) {
+        if !self.header.is_final() {
+            self.cancel();
+        }
     }
 }
 

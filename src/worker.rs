@@ -132,15 +132,13 @@ impl WorkerContext {
                 self.run_job(job);
                 continue;
             }
-            if pool.lifecycle.is_stopped()
-                || (pool.lifecycle.idle_worker_may_exit() && !pool.has_visible_work())
-            {
+            if pool.idle_worker_may_exit() {
                 break;
             }
             pool.sleep.sleep(
                 self.index,
                 searching,
-                || pool.has_visible_work() || pool.lifecycle.idle_worker_may_exit(),
+                || pool.has_visible_work() || pool.idle_worker_may_exit(),
                 None,
             );
             searching = true;

@@ -167,6 +167,7 @@ impl<T> DelayQueue<T> for IndexedHeap<T> {
         self.slab.len()
     }
 
+    #[cfg(test)]
     fn max_lateness(&self, _delay: Nanos) -> Nanos {
         0
     }

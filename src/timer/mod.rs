@@ -17,6 +17,7 @@
 //! * Time is `u64` nanoseconds on the executor's monotonic clock; the
 //!   largest value means "never" in practice (~584 years).
 
+pub(crate) mod driver;
 pub(crate) mod heap;
 
 #[cfg(all(test, not(loom)))]
@@ -31,6 +32,55 @@ pub(crate) type Nanos = u64;
 pub(crate) struct Key {
     slot: u32,
     generation: u32,
+}
+
+impl Key {
+    /// The key as one word (for an atomic field).
+    pub(crate) fn pack(self) -> u64 {
+        (u64::from(self.slot) << 32) | u64::from(self.generation)
+    }
+
+    /// The key `pack` made.
+    pub(crate) fn unpack(word: u64) -> Key {
+        Key {
+            slot: (word >> 32) as u32,
+            generation: word as u32,
+        }
+    }
+}
+
+/// Which delayed work queue an executor uses, chosen with
+/// [`Builder::timer_queue`](crate::Builder::timer_queue).
+///
+/// ```
+/// use chronopool::{ScheduledExecutor, TimerQueue};
+///
+/// let pool = ScheduledExecutor::builder().timer_queue(TimerQueue::heap()).build()?;
+/// # Ok::<(), chronopool::BuildError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimerQueue(Backend);
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Backend {
+    #[default]
+    Heap,
+}
+
+impl TimerQueue {
+    /// An indexed 4-ary heap (the JDK's `DelayedWorkQueue`, improved):
+    /// exact deadlines (no tick), insertion order among equal deadlines,
+    /// O(log n) insert and cancel. The default.
+    pub fn heap() -> Self {
+        TimerQueue(Backend::Heap)
+    }
+
+    /// A fresh, empty backend of this kind.
+    pub(crate) fn build<T: Send + 'static>(self) -> Box<dyn DelayQueue<T> + Send> {
+        match self.0 {
+            Backend::Heap => Box::new(heap::IndexedHeap::default()),
+        }
+    }
 }
 
 /// A delayed work queue backend (see the module doc for the contract).
@@ -54,7 +104,9 @@ pub(crate) trait DelayQueue<T> {
     fn len(&self) -> usize;
 
     /// How late, at most, an entry inserted `delay` before its deadline may
-    /// be popped after it (0 for an exact backend).
+    /// be popped after it (0 for an exact backend). Checked by the property
+    /// test.
+    #[cfg(test)]
     fn max_lateness(&self, delay: Nanos) -> Nanos;
 }
 
@@ -150,6 +202,7 @@ impl<E> Slab<E> {
     }
 
     /// The entry `key` addresses, if it is still there.
+    #[cfg(test)]
     pub(crate) fn get(&self, key: Key) -> Option<&E> {
         match self.slots.get(key.slot as usize)? {
             SlabSlot::Occupied { entry, generation } if *generation == key.generation => {

@@ -1,0 +1,84 @@
+//! The executor's monotonic clock: `Instant`s as `u64` nanoseconds since
+//! the executor started, with saturating arithmetic.
+//!
+//! Deadlines are stored as [`Nanos`] since the clock's origin. Adding a
+//! delay saturates instead of overflowing: any delay up to `Duration::MAX`
+//! is accepted, and everything beyond `u64::MAX` ns (about 584 years after
+//! the executor started) is treated as that instant, i.e. never in practice.
+
+use std::time::{Duration, Instant};
+
+use crate::timer::Nanos;
+
+/// Converts between `Instant`, `Duration` and nanoseconds since `origin`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clock {
+    origin: Instant,
+}
+
+impl Clock {
+    pub(crate) fn new() -> Self {
+        Clock {
+            origin: Instant::now(),
+        }
+    }
+
+    /// Nanoseconds since the origin, now.
+    pub(crate) fn now(&self) -> Nanos {
+        self.nanos_of(Instant::now())
+    }
+
+    /// `instant` as nanoseconds since the origin (0 if before it, saturated
+    /// at `u64::MAX`).
+    pub(crate) fn nanos_of(&self, instant: Instant) -> Nanos {
+        let since = instant.saturating_duration_since(self.origin);
+        u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The deadline `delay` from now, saturated.
+    pub(crate) fn deadline_after(&self, delay: Duration) -> Nanos {
+        let delay = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+        self.now().saturating_add(delay)
+    }
+
+    /// The `Instant` of a deadline, or `None` if it is beyond what
+    /// `Instant` can represent (a wait for it is a wait without end).
+    pub(crate) fn instant_of(&self, deadline: Nanos) -> Option<Instant> {
+        self.origin.checked_add(Duration::from_nanos(deadline))
+    }
+
+    /// Time left until `deadline` (zero if it has passed).
+    pub(crate) fn until(&self, deadline: Nanos) -> Duration {
+        Duration::from_nanos(deadline.saturating_sub(self.now()))
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_delays_saturate_instead_of_overflowing() {
+        let clock = Clock::new();
+        assert_eq!(clock.deadline_after(Duration::MAX), u64::MAX);
+        assert_eq!(
+            clock.deadline_after(Duration::from_secs(u64::MAX)),
+            u64::MAX
+        );
+        assert!(clock.until(u64::MAX) > Duration::from_secs(500 * 365 * 24 * 3600));
+        let past = clock
+            .origin
+            .checked_sub(Duration::from_secs(1))
+            .unwrap_or(clock.origin);
+        assert_eq!(clock.nanos_of(past), 0);
+        assert_eq!(clock.until(0), Duration::ZERO);
+    }
+
+    #[test]
+    fn instants_round_trip() {
+        let clock = Clock::new();
+        let later = Instant::now() + Duration::from_millis(5);
+        let nanos = clock.nanos_of(later);
+        assert_eq!(clock.instant_of(nanos), Some(later));
+    }
+}

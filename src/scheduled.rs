@@ -1,0 +1,230 @@
+//! Tasks that run later: the cell of a one-shot scheduled task, and
+//! [`ScheduledHandle`], its handle.
+//!
+//! A scheduled task is an ordinary task cell (`task.rs`: its state word,
+//! closure, output and waiter) plus its deadline and the key under which
+//! the timer placed it. Cancelling it through the handle moves its state to
+//! CANCELLED (dropping the closure at once) and then asks the timer to drop
+//! its entry, so that neither the closure nor the entry is kept until the
+//! deadline.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::error::{JoinTimeoutError, TaskError};
+use crate::handle::TaskHandle;
+use crate::job::{Job, PanicReporter, RunOutcome, Runnable};
+use crate::pool::Pool;
+use crate::sync::{Arc, AtomicU64, Ordering, StdArc};
+use crate::task::{Header, Joinable, TaskCell};
+use crate::timer::driver::TimerEntry;
+use crate::timer::{Key, Nanos};
+
+/// `key` before the timer placed the task.
+const NO_KEY: u64 = u64::MAX;
+
+/// A one-shot task with a deadline.
+pub(crate) struct ScheduledTask<F, T> {
+    task: TaskCell<F, T>,
+    deadline: Nanos,
+    key: AtomicU64,
+}
+
+impl<F, T> ScheduledTask<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    pub(crate) fn new(f: F, deadline: Nanos) -> Self {
+        ScheduledTask {
+            task: TaskCell::new(f),
+            deadline,
+            key: AtomicU64::new(NO_KEY),
+        }
+    }
+}
+
+impl<F, T> Runnable for ScheduledTask<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn run(&self, report: PanicReporter<'_>) -> RunOutcome {
+        Runnable::run(&self.task, report)
+    }
+
+    fn abandon(&self) {
+        self.task.abandon();
+    }
+}
+
+impl<F, T> Joinable<T> for ScheduledTask<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn header(&self) -> &Header {
+        self.task.header()
+    }
+
+    fn cancel(&self) -> bool {
+        self.task.cancel()
+    }
+
+    fn take_output(&self) -> Result<T, TaskError> {
+        self.task.take_output()
+    }
+}
+
+impl<F, T> TimerEntry for ScheduledTask<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn deadline(&self) -> Nanos {
+        self.deadline
+    }
+
+    fn set_key(&self, key: Key) {
+        self.key.store(key.pack(), Ordering::SeqCst);
+    }
+
+    fn key(&self) -> Option<Key> {
+        match self.key.load(Ordering::SeqCst) {
+            NO_KEY => None,
+            word => Some(Key::unpack(word)),
+        }
+    }
+
+    fn is_final(&self) -> bool {
+        self.task.header().is_final()
+    }
+
+    fn into_job(self: StdArc<Self>) -> Job {
+        Job::task(self)
+    }
+}
+
+/// The handle of a task scheduled to run later: everything a
+/// [`TaskHandle`] has (join, join with a time-out, cancel, state, `.await`),
+/// plus [`delay`](ScheduledHandle::delay), the time left until it runs.
+///
+/// Dropping it detaches the task: it still runs when due.
+///
+/// ```
+/// use chronopool::ScheduledExecutor;
+/// use std::time::Duration;
+///
+/// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+/// let later = pool.schedule(|| "ran", Duration::from_millis(20))?;
+/// assert!(later.delay() <= Duration::from_millis(20));
+/// assert_eq!(later.join()?, "ran");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct ScheduledHandle<T> {
+    handle: TaskHandle<T>,
+    entry: StdArc<dyn TimerEntry>,
+    pool: Arc<Pool>,
+}
+
+impl<T> ScheduledHandle<T> {
+    pub(crate) fn new<C>(cell: StdArc<C>, pool: Arc<Pool>) -> Self
+    where
+        C: Joinable<T> + TimerEntry,
+    {
+        ScheduledHandle {
+            handle: TaskHandle::new(cell.clone()),
+            entry: cell,
+            pool,
+        }
+    }
+
+    /// Waits for the task and returns its value, or why there is none (as
+    /// [`TaskHandle::join`], including running queued work meanwhile when
+    /// called on a worker).
+    ///
+    /// # Panics
+    ///
+    /// If the handle was already polled to completion as a `Future`.
+    pub fn join(self) -> Result<T, TaskError> {
+        self.handle.join()
+    }
+
+    /// Like [`join`](Self::join), but gives up after `timeout`, handing the
+    /// handle back in [`JoinTimeoutError::TimedOut`].
+    ///
+    /// # Panics
+    ///
+    /// If the handle was already polled to completion as a `Future`.
+    pub fn join_timeout(self, timeout: Duration) -> Result<T, JoinTimeoutError<Self>> {
+        let ScheduledHandle {
+            handle,
+            entry,
+            pool,
+        } = self;
+        handle.join_timeout(timeout).map_err(|e| {
+            e.map_handle(|handle| ScheduledHandle {
+                handle,
+                entry,
+                pool,
+            })
+        })
+    }
+
+    /// Cancels the task if it has not started: returns true iff this call
+    /// stopped it from running. Its closure is dropped right away and its
+    /// entry leaves the timer promptly (it does not wait for its deadline).
+    ///
+    /// If dropping the closure panics, the panic propagates from here (the
+    /// task is cancelled all the same).
+    pub fn cancel(&self) -> bool {
+        if !self.handle.cancel() {
+            return false;
+        }
+        self.pool.timer.remove(&*self.entry);
+        true
+    }
+
+    /// True once the task returned, panicked or was cancelled.
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+
+    /// True if the task was cancelled before it ran.
+    pub fn is_cancelled(&self) -> bool {
+        self.handle.is_cancelled()
+    }
+
+    /// The time left until the task is due (zero once due, running or
+    /// finished).
+    pub fn delay(&self) -> Duration {
+        if self.is_finished() {
+            return Duration::ZERO;
+        }
+        self.pool.timer.clock.until(self.entry.deadline())
+    }
+}
+
+impl<T> Future for ScheduledHandle<T> {
+    type Output = Result<T, TaskError>;
+
+    /// # Panics
+    ///
+    /// If polled again after it returned `Poll::Ready`.
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.handle).poll(cx)
+    }
+}
+
+impl<T> fmt::Debug for ScheduledHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ScheduledHandle")
+            .field("delay", &self.delay())
+            .field("finished", &self.is_finished())
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}

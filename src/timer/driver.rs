@@ -1,0 +1,282 @@
+//! The timer thread: the one thread that waits for time.
+//!
+//! Each executor has one timer thread (`chronopool-timer`). It alone owns
+//! the delayed work queue (the backend, behind a lock that only
+//! `shutdown_now` ever contends for) and hands each task that falls due to
+//! the workers, by pushing it on the pool's injector and waking at most one
+//! idle worker (the sleep protocol's `notify_work`). Tasks run on workers,
+//! never on the timer thread.
+//!
+//! # Feeding it without a lock
+//!
+//! Scheduling and cancelling threads never touch the backend. They push a
+//! [`Command`] on a lock-free queue (a crossbeam `Injector`) and wake the
+//! timer thread only when it must see the command before it would wake
+//! anyway:
+//!
+//! * An insert wakes it if its deadline is earlier than the one the timer
+//!   thread is sleeping until (`armed`). The timer thread publishes `armed`,
+//!   then `fence(SeqCst)`, then looks for commands before it parks; the
+//!   scheduler pushes, then `fence(SeqCst)`, then reads `armed`. Of the two
+//!   fences one is first, so either the timer thread sees the command (and
+//!   does not park), or the scheduler sees the deadline it sleeps until (and
+//!   wakes it if its own is earlier). So the timer thread never sleeps past
+//!   the earliest deadline, and it does not wake for a later one.
+//! * While it is awake, `armed` is 0: nobody wakes it; it reads the
+//!   commands before it sleeps again.
+//! * A removal (a cancelled task) wakes it if no other removal is waiting
+//!   (`removals_waiting` goes from false to true), so that its entry's
+//!   memory is given back promptly, not at the next deadline, which may be
+//!   an hour away; the timer thread clears the flag before it reads the
+//!   commands, so a removal pushed after that read sets it again and wakes
+//!   it again. Every `BACKLOG_WAKE` inserts also wake it, so that the
+//!   command queue stays short.
+//!
+//! # Invariants
+//!
+//! * `pending` counts scheduled tasks not yet handed to the workers, not
+//!   removed as cancelled and not drained by `shutdown_now`. It goes up
+//!   inside the submission's admission (see `lifecycle`), before the insert
+//!   command is pushed, and down only after the task left the timer (a
+//!   handed-over task is on the injector first). So a worker that sees the
+//!   pool shut down, no submission in flight and `pending == 0` knows that
+//!   no delayed task can still appear in the queues.
+//! * Due tasks are pushed on the injector while the backend lock is held,
+//!   and `shutdown_now` takes that lock to drain the backend before it
+//!   drains the injector: a task is either drained from the backend or
+//!   already on the injector, never lost between the two.
+//! * No empty ticks: the timer thread parks until the next deadline the
+//!   backend reports, or without a deadline when there is none.
+
+use std::time::Instant;
+
+use crate::clock::Clock;
+use crate::job::Job;
+use crate::parker::Parker;
+use crate::pool::Pool;
+use crate::sync::deque::{Injector, Steal};
+use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, StdArc};
+
+use super::{DelayQueue, Key, Nanos, TimerQueue};
+
+/// Commands between `BACKLOG_WAKE` wake-ups of the timer thread.
+const BACKLOG_WAKE: usize = 1024;
+
+/// What the timer holds for a scheduled task.
+pub(crate) trait TimerEntry: Send + Sync + 'static {
+    /// When it is due.
+    fn deadline(&self) -> Nanos;
+    /// Records where the timer put it (the handle removes it by this key).
+    fn set_key(&self, key: Key);
+    /// The key recorded by `set_key`, if any.
+    fn key(&self) -> Option<Key>;
+    /// True if it was cancelled (or otherwise finished): not worth keeping.
+    fn is_final(&self) -> bool;
+    /// The job that runs it.
+    fn into_job(self: StdArc<Self>) -> Job;
+}
+
+/// An instruction for the timer thread.
+enum Command {
+    Insert(StdArc<dyn TimerEntry>),
+    Remove(Key),
+}
+
+/// The backend, type-erased.
+type Queue = Box<dyn DelayQueue<StdArc<dyn TimerEntry>> + Send>;
+
+/// The timer of one pool (see the module doc).
+pub(crate) struct Timer {
+    pub(crate) clock: Clock,
+    commands: Injector<Command>,
+    backlog: AtomicUsize,
+    /// A removal is in the command queue (see the module doc).
+    removals_waiting: AtomicBool,
+    /// Cancel the tasks still pending instead of waiting for them (the
+    /// executor was dropped, or `keep_delayed_tasks_on_shutdown(false)`).
+    discard_on_shutdown: AtomicBool,
+    /// The deadline the timer thread sleeps until; 0 while it is awake;
+    /// `u64::MAX` while it sleeps without a deadline.
+    armed: AtomicU64,
+    parker: StdArc<Parker>,
+    pending: AtomicUsize,
+    queue: Mutex<Queue>,
+}
+
+impl std::fmt::Debug for Timer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Timer")
+            .field("pending", &self.pending())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Timer {
+    pub(crate) fn new(kind: TimerQueue, keep_delayed_on_shutdown: bool) -> Self {
+        Timer {
+            clock: Clock::new(),
+            commands: Injector::new(),
+            backlog: AtomicUsize::new(0),
+            removals_waiting: AtomicBool::new(false),
+            discard_on_shutdown: AtomicBool::new(!keep_delayed_on_shutdown),
+            armed: AtomicU64::new(0),
+            parker: StdArc::new(Parker::new()),
+            pending: AtomicUsize::new(0),
+            queue: Mutex::new(kind.build()),
+        }
+    }
+
+    /// Scheduled tasks the timer still holds (see the module doc).
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.load(Ordering::SeqCst)
+    }
+
+    /// Hands `entry` to the timer thread. Called inside the submission's
+    /// admission (see the module doc on `pending`).
+    pub(crate) fn insert(&self, entry: StdArc<dyn TimerEntry>) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        let deadline = entry.deadline();
+        self.commands.push(Command::Insert(entry));
+        let backlog = self.backlog.fetch_add(1, Ordering::Relaxed) + 1;
+        fence(Ordering::SeqCst);
+        if deadline < self.armed.load(Ordering::SeqCst) || backlog % BACKLOG_WAKE == 0 {
+            self.parker.unpark();
+        }
+    }
+
+    /// Asks the timer thread to drop a cancelled entry (if it has placed it
+    /// yet: if not, it sees the cancellation when it does).
+    pub(crate) fn remove(&self, entry: &dyn TimerEntry) {
+        // Pairs with the fence in `place` (see there).
+        fence(Ordering::SeqCst);
+        if let Some(key) = entry.key() {
+            self.commands.push(Command::Remove(key));
+            if !self.removals_waiting.swap(true, Ordering::SeqCst) {
+                self.parker.unpark();
+            }
+        }
+    }
+
+    /// From now on, tasks still pending at shutdown are cancelled, not
+    /// waited for (the last handle to the executor is being dropped).
+    pub(crate) fn discard_on_shutdown(&self) {
+        self.discard_on_shutdown.store(true, Ordering::SeqCst);
+        self.parker.unpark();
+    }
+
+    /// Wakes the timer thread to look at the pool's state (shutdown).
+    pub(crate) fn wake(&self) {
+        self.parker.unpark();
+    }
+
+    /// Applies the queued commands to the backend.
+    fn apply_commands(&self, queue: &mut Queue) {
+        self.backlog.store(0, Ordering::Relaxed);
+        self.removals_waiting.store(false, Ordering::SeqCst);
+        loop {
+            match self.commands.steal() {
+                Steal::Success(Command::Insert(entry)) => self.place(queue, entry),
+                Steal::Success(Command::Remove(key)) => self.discard(queue.remove(key)),
+                Steal::Retry => continue,
+                Steal::Empty => return,
+            }
+        }
+    }
+
+    /// Puts `entry` in the backend, unless it was cancelled meanwhile.
+    ///
+    /// The key is published before the cancellation is checked, and a
+    /// cancel reads the key after its state change, each side with a
+    /// `SeqCst` fence between its write and its read: either this sees the
+    /// cancellation and removes the entry, or the canceller sees the key and
+    /// sends a removal (or both: the second removal finds a stale key and
+    /// does nothing).
+    fn place(&self, queue: &mut Queue, entry: StdArc<dyn TimerEntry>) {
+        if entry.is_final() {
+            self.discard(Some(entry));
+            return;
+        }
+        let key = queue.insert(self.clock.now(), entry.deadline(), StdArc::clone(&entry));
+        entry.set_key(key);
+        fence(Ordering::SeqCst);
+        if entry.is_final() {
+            self.discard(queue.remove(key));
+        }
+    }
+
+    /// An entry left the timer without being handed over.
+    fn discard(&self, entry: Option<StdArc<dyn TimerEntry>>) {
+        if let Some(entry) = entry {
+            drop(entry);
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Takes every task out (for `shutdown_now`): those in the backend and
+    /// those still in the command queue.
+    pub(crate) fn drain(&self) -> Vec<Job> {
+        let mut queue = self.queue.lock();
+        self.apply_commands(&mut queue);
+        let mut jobs = Vec::with_capacity(queue.len());
+        while let Some((_, entry)) = queue.pop_due(u64::MAX) {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+            jobs.push(entry.into_job());
+        }
+        jobs
+    }
+}
+
+/// The body of the timer thread of `pool`.
+pub(crate) fn run(pool: Arc<Pool>) {
+    let timer = &pool.timer;
+    loop {
+        timer.armed.store(0, Ordering::SeqCst);
+        let next = {
+            let mut queue = timer.queue.lock();
+            timer.apply_commands(&mut queue);
+            hand_over_due(&pool, &mut queue);
+            if pool.lifecycle.is_stopped() {
+                break;
+            }
+            if pool.lifecycle.is_shut_down() {
+                if timer.discard_on_shutdown.load(Ordering::SeqCst) {
+                    // A job dropped unrun cancels its task.
+                    while let Some((_, entry)) = queue.pop_due(u64::MAX) {
+                        drop(entry.into_job());
+                        timer.pending.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+                if timer.pending() == 0 && pool.lifecycle.idle_worker_may_exit() {
+                    break;
+                }
+            }
+            queue.next_due()
+        };
+        timer
+            .armed
+            .store(next.unwrap_or(u64::MAX), Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if !timer.commands.is_empty() {
+            continue;
+        }
+        let wake_at: Option<Instant> = next.and_then(|n| timer.clock.instant_of(n));
+        timer.parker.park_until(wake_at);
+    }
+    // Workers waiting for the last delayed task may exit now.
+    pool.sleep.wake_all();
+}
+
+/// Pushes every due task on the injector (under the backend lock: see the
+/// module doc) and wakes workers for them.
+fn hand_over_due(pool: &Pool, queue: &mut Queue) {
+    let timer = &pool.timer;
+    let now = timer.clock.now();
+    while let Some((_, entry)) = queue.pop_due(now) {
+        if entry.is_final() {
+            timer.discard(Some(entry));
+            continue;
+        }
+        pool.push_due(entry.into_job());
+        timer.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+}
