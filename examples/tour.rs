@@ -1,6 +1,7 @@
 //! A short tour of chronopool: submit and join, a fork-join computation
 //! inside the pool, a panic that stays isolated, cancellation, `.await`,
-//! and a shutdown that hands back what never ran.
+//! tasks that run later (one-shot, fixed rate, fixed delay), and a shutdown
+//! that hands back what never ran.
 //!
 //! ```text
 //! cargo run --release --example tour
@@ -98,7 +99,67 @@ fn main() -> Result<(), Box<dyn Error>> {
     let handle = pool.submit(|| "from a future")?;
     println!("  {}", block_on(handle)?);
 
-    println!("7. shutdown_now hands back what never started");
+    println!("7. tasks that run later");
+    let t = Instant::now();
+    let reply = pool.schedule(|| "a reply", Duration::from_millis(50))?;
+    println!("  one-shot due in {:?}", reply.delay());
+    println!(
+        "  -> {:?} after {:.1} ms",
+        reply.join()?,
+        t.elapsed().as_secs_f64() * 1e3
+    );
+
+    let beats = Arc::new(AtomicUsize::new(0));
+    let b = beats.clone();
+    let heartbeat = pool.schedule_at_fixed_rate(
+        move || {
+            b.fetch_add(1, Ordering::SeqCst);
+        },
+        Duration::ZERO,
+        Duration::from_millis(10),
+    )?;
+    let sweeps = Arc::new(AtomicUsize::new(0));
+    let s = sweeps.clone();
+    let sweep = pool.schedule_with_fixed_delay(
+        move || {
+            s.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(5)); // the delay counts from here
+        },
+        Duration::from_millis(5),
+        Duration::from_millis(20),
+    )?;
+    let far = pool.schedule(|| println!("  (never printed)"), Duration::from_secs(3600))?;
+    std::thread::sleep(Duration::from_millis(200));
+    println!(
+        "  in 200 ms: {} heartbeats (fixed rate, every 10 ms), {} sweeps (fixed delay of 20 ms after each 5 ms run)",
+        beats.load(Ordering::SeqCst),
+        sweeps.load(Ordering::SeqCst)
+    );
+    println!(
+        "  cancel: heartbeat {}, sweep {}, the task due in an hour {} (its closure is dropped now)",
+        heartbeat.cancel(),
+        sweep.cancel(),
+        far.cancel()
+    );
+    let flaky = pool.schedule_at_fixed_rate(
+        {
+            let mut runs = 0;
+            move || {
+                runs += 1;
+                if runs == 3 {
+                    panic!("the third run failed");
+                }
+            }
+        },
+        Duration::ZERO,
+        Duration::from_millis(5),
+    )?;
+    match flaky.join() {
+        Err(TaskError::Panicked(p)) => println!("  a periodic task stopped at its panic: {p}"),
+        other => println!("  unexpected: {other:?}"),
+    }
+
+    println!("8. shutdown_now hands back what never started");
     let (release, wait) = mpsc::channel::<()>();
     let wait = Arc::new(std::sync::Mutex::new(wait));
     for _ in 0..4 {

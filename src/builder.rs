@@ -37,6 +37,7 @@ pub struct Builder {
     hooks: Hooks,
     timer_queue: TimerQueue,
     keep_delayed_on_shutdown: bool,
+    keep_periodic_on_shutdown: bool,
 }
 
 enum ThreadName {
@@ -53,6 +54,7 @@ impl Default for Builder {
             hooks: Hooks::default(),
             timer_queue: TimerQueue::default(),
             keep_delayed_on_shutdown: true,
+            keep_periodic_on_shutdown: false,
         }
     }
 }
@@ -149,6 +151,17 @@ impl Builder {
         self
     }
 
+    /// Whether periodic tasks go on running after
+    /// [`shutdown`](ScheduledExecutor::shutdown) (default: false, as in the
+    /// JDK: `shutdown` cancels them, and a run in progress finishes but is
+    /// not followed by another). With true, the executor does not terminate
+    /// until they are cancelled or [`shutdown_now`](ScheduledExecutor::shutdown_now)
+    /// is called.
+    pub fn keep_periodic_tasks_on_shutdown(mut self, keep: bool) -> Self {
+        self.keep_periodic_on_shutdown = keep;
+        self
+    }
+
     /// Checks the settings and starts the worker threads.
     ///
     /// ```
@@ -165,7 +178,11 @@ impl Builder {
         if self.stack_size == Some(0) {
             return Err(BuildError::ZeroStackSize);
         }
-        let timer = Timer::new(self.timer_queue, self.keep_delayed_on_shutdown);
+        let timer = Timer::new(
+            self.timer_queue,
+            self.keep_delayed_on_shutdown,
+            self.keep_periodic_on_shutdown,
+        );
         let (pool, deques) = Pool::new(workers, self.hooks, timer);
         let pool = Arc::new(pool);
         let mut threads = Vec::with_capacity(workers + 1);
@@ -219,6 +236,7 @@ impl fmt::Debug for Builder {
             .field("hooks", &self.hooks)
             .field("timer_queue", &self.timer_queue)
             .field("keep_delayed_on_shutdown", &self.keep_delayed_on_shutdown)
+            .field("keep_periodic_on_shutdown", &self.keep_periodic_on_shutdown)
             .finish_non_exhaustive()
     }
 }

@@ -146,6 +146,8 @@ pub enum SubmitErrorKind {
     /// The executor was shut down (with `shutdown` or `shutdown_now`, or
     /// because every handle to it was dropped); it accepts no new work.
     Shutdown,
+    /// A periodic task was given a zero period (or delay).
+    ZeroPeriod,
     /// [`chronopool::submit`](crate::submit) or
     /// [`chronopool::execute`](crate::execute) was called on a thread that
     /// is not a worker of any executor.
@@ -180,6 +182,9 @@ impl<F> fmt::Display for SubmitError<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             SubmitErrorKind::Shutdown => f.write_str("task rejected: the executor is shut down"),
+            SubmitErrorKind::ZeroPeriod => {
+                f.write_str("task rejected: the period of a periodic task must not be zero")
+            }
             SubmitErrorKind::NotOnWorker => {
                 f.write_str("task rejected: the calling thread is not a worker of any executor")
             }

@@ -9,6 +9,7 @@ use crate::error::{BuildError, SubmitError};
 use crate::handle::TaskHandle;
 use crate::metrics::Metrics;
 use crate::pending::PendingTask;
+use crate::periodic::{MissedRuns, Period};
 use crate::pool::Pool;
 use crate::scheduled::ScheduledHandle;
 use crate::sync::thread::{self, JoinHandle};
@@ -68,10 +69,18 @@ impl Drop for Inner {
         self.pool.timer.discard_on_shutdown();
         self.pool.shutdown();
         let me = thread::current().id();
-        for handle in self.threads.lock().drain(..) {
+        let mut threads = std::mem::take(&mut *self.threads.lock());
+        let timer = threads.pop();
+        let on_a_worker = threads.iter().any(|h| h.thread().id() == me);
+        for handle in threads {
             if handle.thread().id() != me {
                 let _ = handle.join();
             }
+        }
+        // The timer thread leaves after the last worker; if that is this
+        // thread, it leaves after we return: do not wait for it here.
+        if let Some(timer) = timer.filter(|_| !on_a_worker) {
+            let _ = timer.join();
         }
     }
 }
@@ -194,6 +203,127 @@ impl ScheduledExecutor {
         Pool::schedule(pool, f, pool.timer.clock.nanos_of(deadline))
     }
 
+    /// Runs `f` periodically at a fixed rate: first after `initial_delay`,
+    /// then every `period` after that, on the original schedule (run `n` is
+    /// due at `start + n × period`). A run that ends late is caught up
+    /// back to back ([`MissedRuns::Burst`], the JDK's behaviour; see
+    /// [`schedule_at_fixed_rate_with`](Self::schedule_at_fixed_rate_with)
+    /// for the other policies). Runs never overlap, and each run
+    /// happens-before the next.
+    ///
+    /// The task runs until it is cancelled through its handle (the current
+    /// run finishes, no further one starts) or until a run panics (the
+    /// handle then reports the panic and the `on_panic` hook sees it).
+    /// Joining it waits for either.
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let beats = Arc::new(AtomicUsize::new(0));
+    /// let b = beats.clone();
+    /// let heartbeat = pool.schedule_at_fixed_rate(
+    ///     move || { b.fetch_add(1, Ordering::SeqCst); },
+    ///     Duration::ZERO,
+    ///     Duration::from_millis(5),
+    /// )?;
+    /// while beats.load(Ordering::SeqCst) < 3 {
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// assert!(heartbeat.cancel());
+    /// assert!(heartbeat.join().unwrap_err().is_cancelled());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A zero `period`: [`SubmitErrorKind::ZeroPeriod`](crate::SubmitErrorKind::ZeroPeriod);
+    /// after shutdown: [`SubmitErrorKind::Shutdown`](crate::SubmitErrorKind::Shutdown);
+    /// `f` is given back either way.
+    pub fn schedule_at_fixed_rate<F>(
+        &self,
+        f: F,
+        initial_delay: Duration,
+        period: Duration,
+    ) -> Result<ScheduledHandle<()>, SubmitError<F>>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        self.schedule_at_fixed_rate_with(f, initial_delay, period, MissedRuns::Burst)
+    }
+
+    /// Like [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate), with
+    /// a chosen policy for runs that come due while the task is late (see
+    /// [`MissedRuns`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate).
+    pub fn schedule_at_fixed_rate_with<F>(
+        &self,
+        f: F,
+        initial_delay: Duration,
+        period: Duration,
+        missed: MissedRuns,
+    ) -> Result<ScheduledHandle<()>, SubmitError<F>>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        let pool = self.pool();
+        let first = pool.timer.clock.deadline_after(initial_delay);
+        let period = Period::FixedRate {
+            period: saturating_nanos(period),
+            missed,
+        };
+        Pool::schedule_periodic(pool, f, first, period)
+    }
+
+    /// Runs `f` periodically with a fixed delay: first after
+    /// `initial_delay`, then each time `delay` after the previous run
+    /// ended. Runs never overlap, and each run happens-before the next;
+    /// cancelling and panics end the task as for
+    /// [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate).
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let sweep = pool.schedule_with_fixed_delay(
+    ///     || { /* evict expired cache entries */ },
+    ///     Duration::from_secs(5),
+    ///     Duration::from_secs(5),
+    /// )?;
+    /// assert!(sweep.delay() <= Duration::from_secs(5));
+    /// sweep.cancel();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// A zero `delay`: [`SubmitErrorKind::ZeroPeriod`](crate::SubmitErrorKind::ZeroPeriod);
+    /// after shutdown: [`SubmitErrorKind::Shutdown`](crate::SubmitErrorKind::Shutdown);
+    /// `f` is given back either way.
+    pub fn schedule_with_fixed_delay<F>(
+        &self,
+        f: F,
+        initial_delay: Duration,
+        delay: Duration,
+    ) -> Result<ScheduledHandle<()>, SubmitError<F>>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        let pool = self.pool();
+        let first = pool.timer.clock.deadline_after(initial_delay);
+        let period = Period::FixedDelay {
+            delay: saturating_nanos(delay),
+        };
+        Pool::schedule_periodic(pool, f, first, period)
+    }
+
     /// Stops accepting work. Tasks already queued still run; then the
     /// worker threads exit. Returns at once (see
     /// [`await_termination`](Self::await_termination)). Calling it again
@@ -242,6 +372,11 @@ impl ScheduledExecutor {
     pub fn metrics(&self) -> Metrics {
         self.pool().metrics()
     }
+}
+
+/// A duration in nanoseconds, saturated at `u64::MAX`.
+fn saturating_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl fmt::Debug for ScheduledExecutor {

@@ -18,6 +18,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use crate::error::PanicPayload;
+use crate::pool::Pool;
 use crate::sync::StdArc;
 
 /// What running a job did, for the worker's counters.
@@ -30,9 +31,6 @@ pub(crate) enum RunOutcome {
     /// The task had been cancelled; nothing ran.
     Skipped,
 }
-
-/// Called with every panic of a task, before its handle can see it.
-pub(crate) type PanicReporter<'a> = &'a dyn Fn(&PanicPayload);
 
 /// One word of storage: holds a value inline if it fits, else a box.
 type Slot = MaybeUninit<*mut ()>;
@@ -50,7 +48,7 @@ unsafe impl Send for Job {}
 /// The functions of one concrete `U: Unit` stored in a job.
 struct VTable {
     /// Takes the value out of the slot and runs it.
-    run: unsafe fn(&mut Slot, PanicReporter<'_>) -> RunOutcome,
+    run: unsafe fn(&mut Slot, &Pool) -> RunOutcome,
     /// Takes the value out of the slot and drops it.
     drop: unsafe fn(&mut Slot),
     /// The `TypeId` of `U`.
@@ -98,7 +96,7 @@ impl<U: Unit> VTableOf<U> {
     const VTABLE: VTable = VTable {
         // SAFETY (of both): `Job` calls these once, on the slot that
         // `Job::new::<U>` filled, and never touches the slot afterwards.
-        run: |slot, report| unsafe { take::<U>(slot) }.run(report),
+        run: |slot, pool| unsafe { take::<U>(slot) }.run(pool),
         drop: |slot| drop(unsafe { take::<U>(slot) }),
         type_id: TypeId::of::<U>,
     };
@@ -119,7 +117,7 @@ impl Job {
 
     /// A job that runs the task in `cell` (holding one reference to it).
     pub(crate) fn task<C: Runnable>(cell: StdArc<C>) -> Job {
-        Job::new(TaskRef(cell))
+        Job::new(TaskRef(Some(cell)))
     }
 
     /// The closure of a job made by [`Job::detached`] with this `F` (for
@@ -134,17 +132,17 @@ impl Job {
         Some(unsafe { take::<Detached<F>>(&mut this.slot) }.0)
     }
 
-    /// Runs the job on the calling thread. Nothing unwinds out of it: a
-    /// panic of the job is caught, given to `report`, and stored in its
-    /// handle if it has one; a panic of a destructor that runs here (a
+    /// Runs the job on the calling thread, for `pool`. Nothing unwinds out
+    /// of it: a panic of the job is caught, given to the pool's `on_panic`
+    /// hook, and stored in its handle if it has one; a panic of a destructor that runs here (a
     /// detached closure's captures, the output of a task whose handle is
     /// gone) is caught and reported too.
     #[inline]
-    pub(crate) fn run(self, report: PanicReporter<'_>) -> RunOutcome {
+    pub(crate) fn run(self, pool: &Pool) -> RunOutcome {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: the vtable and the slot were made together by `Job::new`;
         // `this` is never dropped, so the value is taken exactly once.
-        unsafe { (this.vtable.run)(&mut this.slot, report) }
+        unsafe { (this.vtable.run)(&mut this.slot, pool) }
     }
 }
 
@@ -169,19 +167,19 @@ impl std::fmt::Debug for Job {
 /// (`TaskRef`'s `Drop`).
 trait Unit: Send + 'static {
     /// Runs it (see [`Job::run`]).
-    fn run(self, report: PanicReporter<'_>) -> RunOutcome;
+    fn run(self, pool: &Pool) -> RunOutcome;
 }
 
 /// A closure from `execute`.
 struct Detached<F>(F);
 
 impl<F: FnOnce() + Send + 'static> Unit for Detached<F> {
-    fn run(self, report: PanicReporter<'_>) -> RunOutcome {
+    fn run(self, pool: &Pool) -> RunOutcome {
         // The captures are dropped inside the call, so inside catch_unwind.
         match catch_unwind(AssertUnwindSafe(self.0)) {
             Ok(()) => RunOutcome::Completed,
             Err(payload) => {
-                report_and_drop(payload, report);
+                report_and_drop(payload, pool);
                 RunOutcome::Panicked
             }
         }
@@ -190,25 +188,31 @@ impl<F: FnOnce() + Send + 'static> Unit for Detached<F> {
 
 /// A task cell as the queues see it.
 pub(crate) trait Runnable: Send + Sync + 'static {
-    /// Runs the task if it is still scheduled (catching and reporting a
-    /// panic); `Skipped` if it was cancelled.
-    fn run(&self, report: PanicReporter<'_>) -> RunOutcome;
+    /// Runs the task in `this` if it is still scheduled, for `pool`
+    /// (catching a panic and reporting it to the pool's hook); `Skipped` if
+    /// it was cancelled.
+    fn run(this: &StdArc<Self>, pool: &Pool) -> RunOutcome;
 
     /// Cancels the task if it has not started (its job is dropped unrun).
     fn abandon(&self);
 }
 
-/// A task with a handle: the queue's reference to its cell.
-struct TaskRef<C: Runnable>(StdArc<C>);
+/// A task with a handle: the queue's reference to its cell (`None` once
+/// it ran: a periodic task is scheduled again by then, and dropping the
+/// reference must not cancel it).
+struct TaskRef<C: Runnable>(Option<StdArc<C>>);
 
 impl<C: Runnable> Unit for TaskRef<C> {
-    fn run(self, report: PanicReporter<'_>) -> RunOutcome {
-        let outcome = self.0.run(report);
+    fn run(mut self, pool: &Pool) -> RunOutcome {
+        let Some(cell) = self.0.take() else {
+            return RunOutcome::Skipped;
+        };
+        let outcome = C::run(&cell, pool);
         // If the handle is gone, this drops the task's output.
-        match catch_unwind(AssertUnwindSafe(|| drop(self))) {
+        match catch_unwind(AssertUnwindSafe(|| drop(cell))) {
             Ok(()) => outcome,
             Err(payload) => {
-                report_and_drop(payload, report);
+                report_and_drop(payload, pool);
                 RunOutcome::Panicked
             }
         }
@@ -219,16 +223,18 @@ impl<C: Runnable> Drop for TaskRef<C> {
     /// A task whose job is dropped unrun is cancelled; after a run this
     /// finds the task final and does nothing.
     fn drop(&mut self) {
-        self.0.abandon();
+        if let Some(cell) = &self.0 {
+            cell.abandon();
+        }
     }
 }
 
 /// Reports a caught panic, then drops its payload (whose own destructor
 /// may panic too: that is swallowed).
 #[cold]
-fn report_and_drop(payload: Box<dyn Any + Send>, report: PanicReporter<'_>) {
+fn report_and_drop(payload: Box<dyn Any + Send>, pool: &Pool) {
     let payload = PanicPayload::new(payload);
-    report(&payload);
+    pool.report_panic(&payload);
     let _ = catch_unwind(AssertUnwindSafe(|| drop(payload)));
 }
 
@@ -238,7 +244,15 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
 
-    fn no_report(_: &PanicPayload) {}
+    /// A pool with no threads, whose `on_panic` hook calls `hook`.
+    fn pool_with_hook(hook: impl Fn(&PanicPayload) + Send + Sync + 'static) -> Pool {
+        let hooks = crate::pool::Hooks {
+            on_panic: Some(Box::new(hook)),
+            ..Default::default()
+        };
+        let timer = crate::timer::driver::Timer::new(Default::default(), true, false);
+        Pool::new(1, hooks, timer).0
+    }
 
     #[test]
     fn small_closures_are_inline_and_large_ones_boxed() {
@@ -269,8 +283,9 @@ mod tests {
             }),
         ];
         assert_eq!(Arc::strong_count(&counter), 3);
+        let pool = pool_with_hook(|_| ());
         for job in jobs {
-            assert_eq!(job.run(&no_report), RunOutcome::Completed);
+            assert_eq!(job.run(&pool), RunOutcome::Completed);
         }
         assert_eq!(ran.load(Ordering::SeqCst), 2);
         assert_eq!(
@@ -317,13 +332,14 @@ mod tests {
 
     #[test]
     fn a_panicking_job_is_caught_and_reported() {
-        let seen = std::cell::Cell::new(0);
-        let report = |p: &PanicPayload| {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let s = seen.clone();
+        let pool = pool_with_hook(move |p| {
             assert_eq!(p.message(), Some("expected"));
-            seen.set(seen.get() + 1);
-        };
-        let outcome = Job::detached(|| std::panic::panic_any("expected")).run(&report);
+            s.fetch_add(1, Ordering::SeqCst);
+        });
+        let outcome = Job::detached(|| std::panic::panic_any("expected")).run(&pool);
         assert_eq!(outcome, RunOutcome::Panicked);
-        assert_eq!(seen.get(), 1);
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
     }
 }

@@ -87,6 +87,18 @@ impl Lifecycle {
         false
     }
 
+    /// Admits the re-arming of a periodic task after a run: like `enter`,
+    /// but also after `shutdown` (the policy for periodic tasks decides
+    /// then); only `shutdown_now` refuses it.
+    pub(crate) fn enter_rearm(&self) -> bool {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        if self.state.load(Ordering::SeqCst) != STOP {
+            return true;
+        }
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        false
+    }
+
     /// Ends an admitted submission. Returns true if the pool was shut down
     /// meanwhile: the caller must then wake the workers, which may be
     /// waiting for the in-flight count to drop before they exit. (Decrement

@@ -51,8 +51,7 @@ impl PendingTask {
     /// a panic is caught and reported as on a worker: to the handle and to
     /// the executor's `on_panic` hook (it does not unwind into the caller).
     pub fn run(self) {
-        let pool = self.pool;
-        self.job.run(&|payload| pool.report_panic(payload));
+        self.job.run(&self.pool);
     }
 }
 

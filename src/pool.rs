@@ -35,6 +35,7 @@ use crate::handle::TaskHandle;
 use crate::job::Job;
 use crate::lifecycle::Lifecycle;
 use crate::metrics::{Metrics, WorkerStats};
+use crate::periodic::{Period, PeriodicTask};
 use crate::scheduled::{ScheduledHandle, ScheduledTask};
 use crate::sleep::Sleep;
 use crate::sync::deque::{Injector, Steal, Stealer, Worker};
@@ -214,6 +215,50 @@ impl Pool {
         }
         pool.leave();
         Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
+    }
+
+    /// Schedules the periodic task `f`, first due at `first`.
+    pub(crate) fn schedule_periodic<F>(
+        pool: &Arc<Self>,
+        f: F,
+        first: Nanos,
+        period: Period,
+    ) -> Result<ScheduledHandle<()>, SubmitError<F>>
+    where
+        F: FnMut() + Send + 'static,
+    {
+        if matches!(
+            period,
+            Period::FixedRate { period: 0, .. } | Period::FixedDelay { delay: 0 }
+        ) {
+            return Err(SubmitError::new(f, SubmitErrorKind::ZeroPeriod));
+        }
+        if !pool.lifecycle.enter() {
+            return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
+        }
+        let cell = StdArc::new(PeriodicTask::new(f, first, period));
+        pool.timer.insert(cell.clone());
+        pool.leave();
+        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
+    }
+
+    /// Admits the re-arming of a periodic task after a run (false: stop it,
+    /// the pool was shut down and keeps no periodic task, or stopped). An
+    /// admitted one calls [`rearm_done`](Self::rearm_done) after it re-armed.
+    pub(crate) fn rearm_admitted(&self) -> bool {
+        if !self.lifecycle.enter_rearm() {
+            return false;
+        }
+        if self.lifecycle.is_shut_down() && !self.timer.keeps_periodic_on_shutdown() {
+            self.leave();
+            return false;
+        }
+        true
+    }
+
+    /// See [`rearm_admitted`](Self::rearm_admitted).
+    pub(crate) fn rearm_done(&self) {
+        self.leave();
     }
 
     /// A task the timer found due: onto the injector, past the admission

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::error::{JoinTimeoutError, TaskError};
 use crate::handle::TaskHandle;
-use crate::job::{Job, PanicReporter, RunOutcome, Runnable};
+use crate::job::{Job, RunOutcome, Runnable};
 use crate::pool::Pool;
 use crate::sync::{Arc, AtomicU64, Ordering, StdArc};
 use crate::task::{Header, Joinable, TaskCell};
@@ -52,8 +52,8 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(&self, report: PanicReporter<'_>) -> RunOutcome {
-        Runnable::run(&self.task, report)
+    fn run(this: &StdArc<Self>, pool: &Pool) -> RunOutcome {
+        this.task.run(pool)
     }
 
     fn abandon(&self) {

@@ -15,7 +15,13 @@
 //!                            +-------cancel--------------------> CANCELLED
 //!  bit 2:    WAITER      a waker is stored in `waiter` and must be woken
 //!                        when the lifecycle becomes final
+//!  bit 3:    CANCEL_REQUESTED  (periodic tasks) cancelled during a run
 //! ```
+//!
+//! A periodic task (`periodic.rs`) goes back from RUNNING to SCHEDULED
+//! after each run (`try_reset`), unless a cancel arrived during the run
+//! (`CANCEL_REQUESTED`), in which case the run ends it (RUNNING ->
+//! CANCELLED); a panic ends it as COMPLETE with the payload as its output.
 //!
 //! COMPLETE and CANCELLED are final: a final state never changes again.
 //!
@@ -44,16 +50,32 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
 use crate::error::{PanicPayload, TaskError};
-use crate::job::{PanicReporter, RunOutcome, Runnable};
+use crate::job::{RunOutcome, Runnable};
+use crate::pool::Pool;
 use crate::sync::cell::UnsafeCell;
+use crate::sync::StdArc;
 use crate::sync::{AtomicUsize, Mutex, Ordering};
 
 const LIFECYCLE: usize = 0b11;
-const SCHEDULED: usize = 0;
-const RUNNING: usize = 1;
+pub(crate) const SCHEDULED: usize = 0;
+pub(crate) const RUNNING: usize = 1;
 const COMPLETE: usize = 2;
-const CANCELLED: usize = 3;
+pub(crate) const CANCELLED: usize = 3;
 const WAITER: usize = 0b100;
+/// A periodic task was cancelled while it ran: no further run.
+const CANCEL_REQUESTED: usize = 0b1000;
+
+/// What [`Header::cancel_periodic`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PeriodicCancel {
+    /// It was between runs: now CANCELLED, and the caller owns the closure
+    /// (to drop it) and must wake the waiter if the flag says so.
+    Stopped { wake: bool },
+    /// It is running: the run finishes, then no further run is queued.
+    Requested,
+    /// It had already ended, or a cancel already won.
+    Lost,
+}
 
 /// The handle's view of a task cell.
 pub(crate) trait Joinable<T>: Send + Sync {
@@ -80,7 +102,7 @@ impl Header {
     /// Moves the lifecycle from SCHEDULED to `to`, returning the state it
     /// left, or `None` if it was not SCHEDULED. The winner owns the closure
     /// slot from then on.
-    fn leave_scheduled(&self, to: usize) -> Option<usize> {
+    pub(crate) fn leave_scheduled(&self, to: usize) -> Option<usize> {
         self.state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
                 (s & LIFECYCLE == SCHEDULED).then_some(s | to)
@@ -89,7 +111,7 @@ impl Header {
     }
 
     /// RUNNING -> COMPLETE, then wakes the waiter if one registered.
-    fn complete(&self) {
+    pub(crate) fn complete(&self) {
         let prev = self.state.fetch_add(COMPLETE - RUNNING, Ordering::AcqRel);
         debug_assert_eq!(prev & LIFECYCLE, RUNNING);
         if prev & WAITER != 0 {
@@ -97,10 +119,59 @@ impl Header {
         }
     }
 
-    fn wake_waiter(&self) {
+    pub(crate) fn wake_waiter(&self) {
         let waker = self.waiter.lock().take();
         if let Some(waker) = waker {
             waker.wake();
+        }
+    }
+
+    /// After a periodic run: RUNNING -> SCHEDULED for the next run, unless
+    /// a cancel was requested during the run (false: the caller ends it
+    /// with [`finish_cancelled`](Self::finish_cancelled)). `Release`: the
+    /// run happens-before the next one, which claims with `Acquire`.
+    pub(crate) fn try_reset(&self) -> bool {
+        self.state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                debug_assert_eq!(s & LIFECYCLE, RUNNING);
+                (s & CANCEL_REQUESTED == 0).then_some(s & !LIFECYCLE | SCHEDULED)
+            })
+            .is_ok()
+    }
+
+    /// Cancels a periodic task (see [`PeriodicCancel`]).
+    pub(crate) fn cancel_periodic(&self) -> PeriodicCancel {
+        let mut outcome = PeriodicCancel::Lost;
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                match s & LIFECYCLE {
+                    SCHEDULED => {
+                        outcome = PeriodicCancel::Stopped {
+                            wake: s & WAITER != 0,
+                        };
+                        Some(s | CANCELLED)
+                    }
+                    RUNNING if s & CANCEL_REQUESTED == 0 => {
+                        outcome = PeriodicCancel::Requested;
+                        Some(s | CANCEL_REQUESTED)
+                    }
+                    _ => {
+                        outcome = PeriodicCancel::Lost;
+                        None
+                    }
+                }
+            });
+        outcome
+    }
+
+    /// RUNNING -> CANCELLED (a periodic task that stops after a run), then
+    /// wakes the waiter.
+    pub(crate) fn finish_cancelled(&self) {
+        let prev = self.state.fetch_add(CANCELLED - RUNNING, Ordering::AcqRel);
+        debug_assert_eq!(prev & LIFECYCLE, RUNNING);
+        if prev & WAITER != 0 {
+            self.wake_waiter();
         }
     }
 
@@ -204,7 +275,7 @@ where
 
     /// Runs the closure if the task is still scheduled; a panic is caught,
     /// reported, and stored as the output.
-    pub(crate) fn run(&self, report: PanicReporter<'_>) -> RunOutcome {
+    pub(crate) fn run(&self, pool: &Pool) -> RunOutcome {
         if self.header.leave_scheduled(RUNNING).is_none() {
             return RunOutcome::Skipped;
         }
@@ -215,7 +286,7 @@ where
             Ok(value) => (RunOutcome::Completed, Ok(value)),
             Err(payload) => {
                 let payload = PanicPayload::new(payload);
-                report(&payload);
+                pool.report_panic(&payload);
                 (RunOutcome::Panicked, Err(payload))
             }
         };
@@ -232,8 +303,8 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    fn run(&self, report: PanicReporter<'_>) -> RunOutcome {
-        TaskCell::run(self, report)
+    fn run(this: &StdArc<Self>, pool: &Pool) -> RunOutcome {
+        TaskCell::run(this, pool)
     }
 
     fn abandon(&self) {

@@ -77,6 +77,9 @@ pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
     let WorkerContext { pool, local, .. } = ctx;
     drop(local);
     pool.lifecycle.worker_exited();
+    // The timer thread stays until the last worker is gone (see
+    // `timer::driver`): let it look.
+    pool.timer.wake();
 }
 
 /// Waits until the task behind `header` is final or `deadline` passes;
@@ -224,7 +227,7 @@ impl WorkerContext {
         let stats = pool.stats(self.index);
         let was_busy = stats.is_busy();
         stats.set_busy(true);
-        match job.run(&|payload| pool.report_panic(payload)) {
+        match job.run(pool) {
             RunOutcome::Completed => stats.record_run(false),
             RunOutcome::Panicked => stats.record_run(true),
             RunOutcome::Skipped => {}

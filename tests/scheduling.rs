@@ -323,8 +323,7 @@ fn shutdown_now_returns_delayed_tasks(queue: TimerQueue) {
     assert_eq!(values.iter().filter(|v| v.is_none()).count(), 5);
 }
 
-/// Process-independent: the CPU time of the executor's own threads.
-#[cfg(target_os = "linux")]
+/// The CPU time of the executor's own threads (/proc/self/task), in ticks.
 fn pool_threads_cpu_ticks() -> u64 {
     let mut ticks = 0;
     for entry in std::fs::read_dir("/proc/self/task").unwrap() {
@@ -342,8 +341,10 @@ fn pool_threads_cpu_ticks() -> u64 {
     ticks
 }
 
-#[cfg(target_os = "linux")]
 fn many_timers_far_away_cost_no_cpu(queue: TimerQueue) {
+    if !cfg!(target_os = "linux") {
+        return; // reads /proc
+    }
     let pool = ScheduledExecutor::builder()
         .worker_threads(2)
         .thread_name("idle-pool")
@@ -366,80 +367,384 @@ fn many_timers_far_away_cost_no_cpu(queue: TimerQueue) {
     );
 }
 
-/// Instantiates the whole suite for one backend.
+/// Run instants of a periodic task, in order.
+type Runs = Arc<Mutex<Vec<Instant>>>;
+
+fn recorder() -> (Runs, impl FnMut() + Send + 'static) {
+    let runs: Runs = Arc::default();
+    let r = runs.clone();
+    (runs, move || r.lock().unwrap().push(Instant::now()))
+}
+
+fn wait_for_runs(runs: &Runs, n: usize) {
+    assert!(
+        eventually(|| runs.lock().unwrap().len() >= n),
+        "fewer than {n} runs"
+    );
+}
+
+fn fixed_rate_run_n_is_due_at_start_plus_n_periods(queue: TimerQueue) {
+    let pool = pool(queue, 2);
+    let (runs, f) = recorder();
+    let period = Duration::from_millis(15);
+    let start = Instant::now();
+    let h = pool
+        .schedule_at_fixed_rate(f, Duration::from_millis(10), period)
+        .unwrap();
+    wait_for_runs(&runs, 8);
+    assert!(h.cancel());
+    let first_due = start + Duration::from_millis(10);
+    for (n, ran) in runs.lock().unwrap().iter().enumerate() {
+        let due = first_due + period * n as u32;
+        assert!(*ran >= due, "run {n} was {:?} early", due - *ran);
+    }
+    assert!(matches!(h.join(), Err(TaskError::Cancelled)));
+}
+
+fn fixed_delay_counts_from_the_end_of_each_run(queue: TimerQueue) {
+    let pool = pool(queue, 2);
+    let ends: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
+    let e = ends.clone();
+    let delay = Duration::from_millis(10);
+    let h = pool
+        .schedule_with_fixed_delay(
+            move || {
+                let start = Instant::now();
+                std::thread::sleep(Duration::from_millis(5));
+                e.lock().unwrap().push((start, Instant::now()));
+            },
+            Duration::ZERO,
+            delay,
+        )
+        .unwrap();
+    assert!(eventually(|| ends.lock().unwrap().len() >= 5));
+    assert!(h.cancel());
+    let ends = ends.lock().unwrap();
+    for pair in ends.windows(2) {
+        let (_, previous_end) = pair[0];
+        let (next_start, _) = pair[1];
+        assert!(
+            next_start >= previous_end + delay,
+            "the next run started too early"
+        );
+    }
+}
+
+fn a_periodic_task_never_overlaps_itself_and_keeps_its_state(queue: TimerQueue) {
+    let pool = pool(queue, 4);
+    let in_run = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let overlaps = Arc::new(AtomicUsize::new(0));
+    let total = Arc::new(AtomicUsize::new(0));
+    let (flag, bad, t) = (in_run.clone(), overlaps.clone(), total.clone());
+    let mut own_count = 0u64; // plain state of the FnMut: each run sees the previous one's
+    let h = pool
+        .schedule_at_fixed_rate(
+            move || {
+                if flag.swap(true, Ordering::SeqCst) {
+                    bad.fetch_add(1, Ordering::SeqCst);
+                }
+                own_count += 1;
+                assert_eq!(own_count as usize, t.fetch_add(1, Ordering::SeqCst) + 1);
+                std::thread::sleep(Duration::from_micros(300)); // longer than the period: always late
+                flag.store(false, Ordering::SeqCst);
+            },
+            Duration::ZERO,
+            Duration::from_micros(100),
+        )
+        .unwrap();
+    assert!(eventually(|| total.load(Ordering::SeqCst) >= 300));
+    assert!(h.cancel());
+    assert!(matches!(h.join(), Err(TaskError::Cancelled)));
+    assert_eq!(
+        overlaps.load(Ordering::SeqCst),
+        0,
+        "a run overlapped the previous one"
+    );
+}
+
+/// A first run that takes 4.5 periods, then quick runs: what follows
+/// depends on the policy (the timeline in `MissedRuns`' doc).
+fn late_runs(queue: TimerQueue, missed: chronopool::MissedRuns) -> (Instant, Vec<Instant>) {
+    let pool = pool(queue, 1);
+    let runs: Runs = Arc::default();
+    let r = runs.clone();
+    let period = Duration::from_millis(40);
+    let start = Instant::now();
+    let h = pool
+        .schedule_at_fixed_rate_with(
+            move || {
+                let mut runs = r.lock().unwrap();
+                runs.push(Instant::now());
+                if runs.len() == 1 {
+                    drop(runs);
+                    std::thread::sleep(period * 9 / 2);
+                }
+            },
+            Duration::ZERO,
+            period,
+            missed,
+        )
+        .unwrap();
+    wait_for_runs(&runs, 7);
+    assert!(h.cancel());
+    let runs = runs.lock().unwrap().clone();
+    (start, runs)
+}
+
+fn burst_catches_up_back_to_back(queue: TimerQueue) {
+    let (start, runs) = late_runs(queue, chronopool::MissedRuns::Burst);
+    let period = Duration::from_millis(40);
+    // Runs 1-4 were due during the long first run: they run at once after
+    // it, back to back, long before run 5 is due at 200 ms.
+    for (n, ran) in runs.iter().enumerate() {
+        assert!(*ran >= start + period * n as u32, "run {n} early");
+    }
+    assert!(
+        runs[4] < start + period * 5,
+        "runs 1-4 did not catch up before run 5's due time"
+    );
+}
+
+fn skip_drops_missed_runs_and_keeps_the_phase(queue: TimerQueue) {
+    let (start, runs) = late_runs(queue, chronopool::MissedRuns::Skip);
+    let period = Duration::from_millis(40);
+    // The first run ends at ~180 ms: runs due at 40..160 are dropped; the
+    // next is on the original grid, at 200 ms, then 240, 280...
+    assert!(
+        runs[1] >= start + period * 5,
+        "the run after the late one came before the next boundary"
+    );
+    for pair in runs[1..].windows(2) {
+        assert!(pair[1] >= pair[0] + period / 2, "skip ran a burst");
+    }
+}
+
+fn delay_shifts_the_schedule(queue: TimerQueue) {
+    let (_, runs) = late_runs(queue, chronopool::MissedRuns::Delay);
+    let period = Duration::from_millis(40);
+    let first_end = runs[0] + period * 9 / 2;
+    assert!(
+        runs[1] >= first_end + period,
+        "delay did not wait a period after the late run"
+    );
+    for (n, pair) in runs[1..].windows(2).enumerate() {
+        assert!(
+            pair[1] >= pair[0] + period / 2,
+            "run {} followed too closely",
+            n + 2
+        );
+    }
+}
+
+fn cancelling_a_running_periodic_task_lets_the_run_finish_and_stops_it(queue: TimerQueue) {
+    let pool = pool(queue, 1);
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let gate = common::Gate::new();
+    let g = gate.waiter();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let (r, fin) = (runs.clone(), finished.clone());
+    let h = pool
+        .schedule_at_fixed_rate(
+            move || {
+                r.fetch_add(1, Ordering::SeqCst);
+                let _ = started_tx.send(());
+                g.wait();
+                fin.fetch_add(1, Ordering::SeqCst);
+            },
+            Duration::ZERO,
+            Duration::from_millis(1),
+        )
+        .unwrap();
+    started.recv_timeout(PATIENCE).unwrap();
+    assert!(h.cancel(), "cancel during a run stops further runs");
+    assert!(!h.cancel());
+    gate.open();
+    assert!(matches!(
+        h.join_timeout(PATIENCE),
+        Err(chronopool::JoinTimeoutError::Failed(TaskError::Cancelled))
+    ));
+    assert_eq!(
+        finished.load(Ordering::SeqCst),
+        1,
+        "the current run finished"
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "no further run");
+    assert!(eventually(|| pool.metrics().scheduled_tasks == 0));
+}
+
+fn a_panic_ends_a_periodic_task_and_is_reported(queue: TimerQueue) {
+    common::quiet_expected_panics();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .timer_queue(queue)
+        .on_panic(move |_| {
+            s.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let h = pool
+        .schedule_with_fixed_delay(
+            move || {
+                if r.fetch_add(1, Ordering::SeqCst) == 2 {
+                    panic!("expected: third run panics");
+                }
+            },
+            Duration::ZERO,
+            Duration::from_millis(1),
+        )
+        .unwrap();
+    match h.join_timeout(PATIENCE) {
+        Err(chronopool::JoinTimeoutError::Failed(TaskError::Panicked(p))) => {
+            assert_eq!(p.message(), Some("expected: third run panics"))
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "no run after the panic");
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        pool.schedule(|| 1, Duration::ZERO).unwrap().join().unwrap(),
+        1,
+        "the worker lives"
+    );
+}
+
+fn a_zero_period_is_an_error_that_gives_the_job_back(queue: TimerQueue) {
+    let pool = pool(queue, 1);
+    let err = pool
+        .schedule_at_fixed_rate(|| (), Duration::ZERO, Duration::ZERO)
+        .unwrap_err();
+    assert_eq!(err.kind(), SubmitErrorKind::ZeroPeriod);
+    (err.into_inner())();
+    let err = pool
+        .schedule_with_fixed_delay(|| (), Duration::from_secs(1), Duration::ZERO)
+        .unwrap_err();
+    assert_eq!(err.kind(), SubmitErrorKind::ZeroPeriod);
+    // Huge periods are fine: they saturate.
+    let h = pool
+        .schedule_at_fixed_rate(|| (), Duration::ZERO, Duration::MAX)
+        .unwrap();
+    assert!(eventually(
+        || h.delay() > Duration::from_secs(3600 * 24 * 365)
+    ));
+    assert!(h.cancel());
+}
+
+fn shutdown_cancels_periodic_tasks_by_default(queue: TimerQueue) {
+    let pool = pool(queue, 1);
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let h = pool
+        .schedule_at_fixed_rate(
+            move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            },
+            Duration::ZERO,
+            Duration::from_millis(2),
+        )
+        .unwrap();
+    assert!(eventually(|| runs.load(Ordering::SeqCst) >= 2));
+    pool.shutdown();
+    assert!(
+        pool.await_termination(PATIENCE),
+        "periodic tasks do not hold termination"
+    );
+    assert!(matches!(h.join(), Err(TaskError::Cancelled)));
+}
+
+fn periodic_tasks_can_be_kept_after_shutdown(queue: TimerQueue) {
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .timer_queue(queue)
+        .keep_periodic_tasks_on_shutdown(true)
+        .build()
+        .unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let h = pool
+        .schedule_at_fixed_rate(
+            move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            },
+            Duration::ZERO,
+            Duration::from_millis(2),
+        )
+        .unwrap();
+    pool.shutdown();
+    let before = runs.load(Ordering::SeqCst);
+    assert!(
+        eventually(|| runs.load(Ordering::SeqCst) >= before + 3),
+        "it keeps running"
+    );
+    assert!(!pool.is_terminated());
+    assert!(h.cancel());
+    assert!(pool.await_termination(PATIENCE));
+}
+
+fn shutdown_now_returns_periodic_tasks(queue: TimerQueue) {
+    let pool = pool(queue, 1);
+    let h = pool
+        .schedule_with_fixed_delay(|| (), Duration::from_secs(3600), Duration::from_secs(1))
+        .unwrap();
+    assert!(eventually(|| pool.metrics().scheduled_tasks == 1));
+    let returned = pool.shutdown_now();
+    assert_eq!(returned.len(), 1);
+    drop(returned);
+    assert!(matches!(h.join(), Err(TaskError::Cancelled)));
+    assert!(pool.await_termination(PATIENCE));
+}
+
+/// Instantiates every test of the suite for one backend: a module named
+/// after it, one `#[test]` per function above.
 macro_rules! backend_suite {
     ($module:ident, $queue:expr) => {
+        backend_suite!(@tests $module, $queue, [
+            never_runs_before_its_due_instant,
+            zero_delays_and_past_instants_run_at_once,
+            huge_delays_saturate_and_can_be_cancelled,
+            equal_deadlines_run_in_submission_order,
+            earlier_deadlines_run_first,
+            an_earlier_task_rearms_the_timer,
+            cancel_wins_before_the_deadline_and_drops_the_closure_at_once,
+            cancelled_tasks_leave_the_timer_promptly,
+            cancel_races_the_deadline_exactly_one_wins,
+            a_scheduled_panic_is_isolated_and_reported,
+            delay_counts_down,
+            a_scheduled_handle_is_a_future,
+            join_timeout_gives_the_scheduled_handle_back,
+            delayed_tasks_still_run_after_shutdown_by_default,
+            delayed_tasks_can_be_cancelled_by_shutdown,
+            shutdown_now_returns_delayed_tasks,
+            many_timers_far_away_cost_no_cpu,
+            fixed_rate_run_n_is_due_at_start_plus_n_periods,
+            fixed_delay_counts_from_the_end_of_each_run,
+            a_periodic_task_never_overlaps_itself_and_keeps_its_state,
+            burst_catches_up_back_to_back,
+            skip_drops_missed_runs_and_keeps_the_phase,
+            delay_shifts_the_schedule,
+            cancelling_a_running_periodic_task_lets_the_run_finish_and_stops_it,
+            a_panic_ends_a_periodic_task_and_is_reported,
+            a_zero_period_is_an_error_that_gives_the_job_back,
+            shutdown_cancels_periodic_tasks_by_default,
+            periodic_tasks_can_be_kept_after_shutdown,
+            shutdown_now_returns_periodic_tasks,
+        ]);
+    };
+    (@tests $module:ident, $queue:expr, [$($test:ident),* $(,)?]) => {
         mod $module {
             use super::*;
-            #[test]
-            fn never_runs_before_its_due_instant() {
-                super::never_runs_before_its_due_instant($queue)
-            }
-            #[test]
-            fn zero_delays_and_past_instants_run_at_once() {
-                super::zero_delays_and_past_instants_run_at_once($queue)
-            }
-            #[test]
-            fn huge_delays_saturate_and_can_be_cancelled() {
-                super::huge_delays_saturate_and_can_be_cancelled($queue)
-            }
-            #[test]
-            fn equal_deadlines_run_in_submission_order() {
-                super::equal_deadlines_run_in_submission_order($queue)
-            }
-            #[test]
-            fn earlier_deadlines_run_first() {
-                super::earlier_deadlines_run_first($queue)
-            }
-            #[test]
-            fn an_earlier_task_rearms_the_timer() {
-                super::an_earlier_task_rearms_the_timer($queue)
-            }
-            #[test]
-            fn cancel_wins_before_the_deadline_and_drops_the_closure_at_once() {
-                super::cancel_wins_before_the_deadline_and_drops_the_closure_at_once($queue)
-            }
-            #[test]
-            fn cancelled_tasks_leave_the_timer_promptly() {
-                super::cancelled_tasks_leave_the_timer_promptly($queue)
-            }
-            #[test]
-            fn cancel_races_the_deadline_exactly_one_wins() {
-                super::cancel_races_the_deadline_exactly_one_wins($queue)
-            }
-            #[test]
-            fn a_scheduled_panic_is_isolated_and_reported() {
-                super::a_scheduled_panic_is_isolated_and_reported($queue)
-            }
-            #[test]
-            fn delay_counts_down() {
-                super::delay_counts_down($queue)
-            }
-            #[test]
-            fn a_scheduled_handle_is_a_future() {
-                super::a_scheduled_handle_is_a_future($queue)
-            }
-            #[test]
-            fn join_timeout_gives_the_scheduled_handle_back() {
-                super::join_timeout_gives_the_scheduled_handle_back($queue)
-            }
-            #[test]
-            fn delayed_tasks_still_run_after_shutdown_by_default() {
-                super::delayed_tasks_still_run_after_shutdown_by_default($queue)
-            }
-            #[test]
-            fn delayed_tasks_can_be_cancelled_by_shutdown() {
-                super::delayed_tasks_can_be_cancelled_by_shutdown($queue)
-            }
-            #[test]
-            fn shutdown_now_returns_delayed_tasks() {
-                super::shutdown_now_returns_delayed_tasks($queue)
-            }
-            #[cfg(target_os = "linux")]
-            #[test]
-            fn many_timers_far_away_cost_no_cpu() {
-                super::many_timers_far_away_cost_no_cpu($queue)
-            }
+            $(
+                #[test]
+                fn $test() {
+                    super::$test($queue)
+                }
+            )*
         }
     };
 }

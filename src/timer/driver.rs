@@ -72,6 +72,10 @@ pub(crate) trait TimerEntry: Send + Sync + 'static {
     fn key(&self) -> Option<Key>;
     /// True if it was cancelled (or otherwise finished): not worth keeping.
     fn is_final(&self) -> bool;
+    /// True for a periodic task.
+    fn is_periodic(&self) -> bool {
+        false
+    }
     /// The job that runs it.
     fn into_job(self: StdArc<Self>) -> Job;
 }
@@ -95,6 +99,9 @@ pub(crate) struct Timer {
     /// Cancel the tasks still pending instead of waiting for them (the
     /// executor was dropped, or `keep_delayed_tasks_on_shutdown(false)`).
     discard_on_shutdown: AtomicBool,
+    /// Keep periodic tasks running after `shutdown`
+    /// (`keep_periodic_tasks_on_shutdown`).
+    keep_periodic_on_shutdown: bool,
     /// The deadline the timer thread sleeps until; 0 while it is awake;
     /// `u64::MAX` while it sleeps without a deadline.
     armed: AtomicU64,
@@ -112,18 +119,28 @@ impl std::fmt::Debug for Timer {
 }
 
 impl Timer {
-    pub(crate) fn new(kind: TimerQueue, keep_delayed_on_shutdown: bool) -> Self {
+    pub(crate) fn new(
+        kind: TimerQueue,
+        keep_delayed_on_shutdown: bool,
+        keep_periodic_on_shutdown: bool,
+    ) -> Self {
         Timer {
             clock: Clock::new(),
             commands: Injector::new(),
             backlog: AtomicUsize::new(0),
             removals_waiting: AtomicBool::new(false),
             discard_on_shutdown: AtomicBool::new(!keep_delayed_on_shutdown),
+            keep_periodic_on_shutdown,
             armed: AtomicU64::new(0),
             parker: StdArc::new(Parker::new()),
             pending: AtomicUsize::new(0),
             queue: Mutex::new(kind.build()),
         }
+    }
+
+    /// True if periodic tasks go on after `shutdown`.
+    pub(crate) fn keeps_periodic_on_shutdown(&self) -> bool {
+        self.keep_periodic_on_shutdown
     }
 
     /// Scheduled tasks the timer still holds (see the module doc).
@@ -212,6 +229,30 @@ impl Timer {
         }
     }
 
+    /// After `shutdown`: cancels the tasks the policies do not keep (all of
+    /// them once the executor is dropped). A job dropped unrun cancels its
+    /// task.
+    fn cancel_on_shutdown(&self, queue: &mut Queue) {
+        let discard_all = self.discard_on_shutdown.load(Ordering::SeqCst);
+        if !discard_all && self.keep_periodic_on_shutdown {
+            return;
+        }
+        let mut kept = Vec::new();
+        while let Some((_, entry)) = queue.pop_due(u64::MAX) {
+            if discard_all || entry.is_periodic() {
+                drop(entry.into_job());
+                self.pending.fetch_sub(1, Ordering::SeqCst);
+            } else {
+                kept.push(entry);
+            }
+        }
+        let now = self.clock.now();
+        for entry in kept {
+            let key = queue.insert(now, entry.deadline(), StdArc::clone(&entry));
+            entry.set_key(key);
+        }
+    }
+
     /// Takes every task out (for `shutdown_now`): those in the backend and
     /// those still in the command queue.
     pub(crate) fn drain(&self) -> Vec<Job> {
@@ -239,14 +280,17 @@ pub(crate) fn run(pool: Arc<Pool>) {
                 break;
             }
             if pool.lifecycle.is_shut_down() {
-                if timer.discard_on_shutdown.load(Ordering::SeqCst) {
-                    // A job dropped unrun cancels its task.
-                    while let Some((_, entry)) = queue.pop_due(u64::MAX) {
-                        drop(entry.into_job());
-                        timer.pending.fetch_sub(1, Ordering::SeqCst);
-                    }
+                timer.cancel_on_shutdown(&mut queue);
+                if timer.pending() == 0 {
+                    // Idle workers may have been waiting for the last
+                    // delayed task: they may exit now.
+                    pool.sleep.wake_all();
                 }
-                if timer.pending() == 0 && pool.lifecycle.idle_worker_may_exit() {
+                // Workers exit once nothing is left to run, pending delayed
+                // tasks included; until then a running periodic task may
+                // still re-arm, so the timer thread stays as long as they do
+                // (the last one to exit wakes it).
+                if pool.lifecycle.is_terminated() {
                     break;
                 }
             }
@@ -262,8 +306,6 @@ pub(crate) fn run(pool: Arc<Pool>) {
         let wake_at: Option<Instant> = next.and_then(|n| timer.clock.instant_of(n));
         timer.parker.park_until(wake_at);
     }
-    // Workers waiting for the last delayed task may exit now.
-    pool.sleep.wake_all();
 }
 
 /// Pushes every due task on the injector (under the backend lock: see the

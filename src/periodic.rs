@@ -1,0 +1,350 @@
+//! Periodic tasks: run, reset, re-arm (the JDK's `runAndReset`), at a fixed
+//! rate or with a fixed delay; and [`MissedRuns`], what a fixed-rate task
+//! does about runs it missed.
+//!
+//! # Ground rules
+//!
+//! A periodic task is a cell with the same state word as a one-shot task
+//! (`task.rs`). A worker claims it (SCHEDULED -> RUNNING), runs the closure,
+//! computes the next deadline, moves it back to SCHEDULED (`try_reset`,
+//! `Release`) and only *then* hands it to the timer again; the next run
+//! claims it with `Acquire`. So a run never overlaps the previous one, and
+//! each run happens-before the next, on whatever worker it lands.
+//!
+//! * The closure (`job`) belongs to the thread that holds RUNNING, or to a
+//!   canceller that moved SCHEDULED -> CANCELLED (it drops it).
+//! * A cancel during a run sets CANCEL_REQUESTED and returns true: the run
+//!   finishes, `try_reset` fails, and the runner drops the closure and ends
+//!   the task as CANCELLED. No further run is queued.
+//! * A panic ends the task: the runner stores the payload, drops the
+//!   closure, and moves RUNNING -> COMPLETE (the handle reports the panic).
+//! * `deadline` is written only by the runner (before the reset that
+//!   publishes it) and at creation; the timer and the handle read it.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::error::{PanicPayload, TaskError};
+use crate::job::{Job, RunOutcome, Runnable};
+use crate::pool::Pool;
+use crate::sync::cell::UnsafeCell;
+use crate::sync::{AtomicU64, Ordering, StdArc};
+use crate::task::{Header, Joinable, PeriodicCancel, RUNNING};
+use crate::timer::driver::TimerEntry;
+use crate::timer::{Key, Nanos};
+
+/// What a fixed-rate task does when a run ends after the next one was due
+/// (the task ran long, or the pool was busy), drawn for a period of 10
+/// time units with the run due at 20 ending at 45:
+///
+/// ```text
+/// due:        0    10    20    30    40    50    60
+/// run:        |#|   |#|   |##########|
+/// Burst:                             |#|#|#| |#|   (30 and 40 at once, then 50 on time)
+/// Skip:                                      |#|   (30 and 40 dropped; 50 on time)
+/// Delay:                                       |#|   |#|   (55, 65, ...: the schedule shifts)
+/// ```
+///
+/// A fixed-rate task never runs concurrently with itself, whatever the
+/// policy: late runs happen one after another, never in parallel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MissedRuns {
+    /// Catch up: run the missed runs back to back, each as soon as the
+    /// previous one ends, until the task is on schedule again. Run `n` stays
+    /// due at `start + n × period`. The JDK's behaviour, and the default of
+    /// [`schedule_at_fixed_rate`](crate::ScheduledExecutor::schedule_at_fixed_rate).
+    ///
+    /// ```
+    /// use chronopool::{MissedRuns, ScheduledExecutor};
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let beat = pool.schedule_at_fixed_rate_with(
+    ///     || { /* send a heartbeat */ },
+    ///     Duration::ZERO,
+    ///     Duration::from_secs(1),
+    ///     MissedRuns::Burst,
+    /// )?;
+    /// beat.cancel();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[default]
+    Burst,
+    /// Drop the missed runs: the next run is at the first `start + n ×
+    /// period` after the late run ended. The schedule keeps its phase.
+    ///
+    /// ```
+    /// use chronopool::{MissedRuns, ScheduledExecutor};
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let sample = pool.schedule_at_fixed_rate_with(
+    ///     || { /* sample a gauge */ },
+    ///     Duration::ZERO,
+    ///     Duration::from_millis(100),
+    ///     MissedRuns::Skip,
+    /// )?;
+    /// sample.cancel();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    Skip,
+    /// Shift the schedule: the next run is one period after the late run
+    /// ended, and the rate continues from there.
+    ///
+    /// ```
+    /// use chronopool::{MissedRuns, ScheduledExecutor};
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let poll = pool.schedule_at_fixed_rate_with(
+    ///     || { /* poll a service */ },
+    ///     Duration::ZERO,
+    ///     Duration::from_millis(500),
+    ///     MissedRuns::Delay,
+    /// )?;
+    /// poll.cancel();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    Delay,
+}
+
+/// When the next run of a periodic task is due.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Period {
+    /// Every `period` from the first deadline, with a policy for late runs.
+    FixedRate { period: Nanos, missed: MissedRuns },
+    /// `delay` after the previous run ended.
+    FixedDelay { delay: Nanos },
+}
+
+impl Period {
+    /// The deadline after a run that was due at `due` and ended at `now`.
+    fn next(self, due: Nanos, now: Nanos) -> Nanos {
+        match self {
+            Period::FixedDelay { delay } => now.saturating_add(delay),
+            Period::FixedRate { period, missed } => {
+                let next = due.saturating_add(period);
+                if next > now {
+                    return next;
+                }
+                match missed {
+                    MissedRuns::Burst => next,
+                    MissedRuns::Skip => {
+                        let missed_periods = (now - due) / period;
+                        due.saturating_add(period.saturating_mul(missed_periods + 1))
+                    }
+                    MissedRuns::Delay => now.saturating_add(period),
+                }
+            }
+        }
+    }
+}
+
+/// A periodic task (see the module doc).
+pub(crate) struct PeriodicTask<F> {
+    header: Header,
+    job: UnsafeCell<Option<F>>,
+    panic: UnsafeCell<Option<PanicPayload>>,
+    deadline: AtomicU64,
+    key: AtomicU64,
+    period: Period,
+}
+
+// SAFETY: shared through `StdArc`; `job` is touched only by the holder of
+// RUNNING or by the canceller that moved SCHEDULED -> CANCELLED, `panic`
+// only by the runner before it publishes COMPLETE (`Release`) and by the
+// unique handle after it read COMPLETE (`Acquire`) (module doc). `F` moves
+// between workers across runs, hence `F: Send`; it is never shared.
+unsafe impl<F: Send> Sync for PeriodicTask<F> {}
+
+const NO_KEY: u64 = u64::MAX;
+
+impl<F: FnMut() + Send + 'static> PeriodicTask<F> {
+    pub(crate) fn new(f: F, first: Nanos, period: Period) -> Self {
+        PeriodicTask {
+            header: Header::default(),
+            job: UnsafeCell::new(Some(f)),
+            panic: UnsafeCell::new(None),
+            deadline: AtomicU64::new(first),
+            key: AtomicU64::new(NO_KEY),
+            period,
+        }
+    }
+
+    /// Drops the closure. Only its owner (module doc) calls this.
+    fn drop_job(&self) {
+        // SAFETY: the caller holds RUNNING or won SCHEDULED -> CANCELLED,
+        // which makes it the only thread touching `job`.
+        let job = self.job.with_mut(|job| unsafe { (*job).take() });
+        // A panicking destructor must not leave the task unfinished.
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(job)));
+    }
+
+    /// Ends the task after a run: no further run.
+    fn stop_after_run(&self) {
+        self.drop_job();
+        self.header.finish_cancelled();
+    }
+
+    /// Runs the closure once (the caller holds RUNNING).
+    fn run_once(&self) -> std::thread::Result<()> {
+        // SAFETY: we hold RUNNING, so `job` is ours (module doc); it holds
+        // the closure, which only leaves when the task ends.
+        self.job.with_mut(|job| {
+            let f = unsafe { (*job).as_mut() };
+            catch_unwind(AssertUnwindSafe(|| {
+                if let Some(f) = f {
+                    f();
+                }
+            }))
+        })
+    }
+}
+
+impl<F: FnMut() + Send + 'static> Runnable for PeriodicTask<F> {
+    fn run(this: &StdArc<Self>, pool: &Pool) -> RunOutcome {
+        if this.header.leave_scheduled(RUNNING).is_none() {
+            return RunOutcome::Skipped;
+        }
+        if let Err(payload) = this.run_once() {
+            let payload = PanicPayload::new(payload);
+            pool.report_panic(&payload);
+            this.drop_job();
+            // SAFETY: we hold RUNNING: nobody reads `panic` until COMPLETE.
+            this.panic.with_mut(|slot| unsafe { *slot = Some(payload) });
+            this.header.complete();
+            return RunOutcome::Panicked;
+        }
+        let due = this.deadline.load(Ordering::Relaxed);
+        let next = this.period.next(due, pool.timer.clock.now());
+        this.deadline.store(next, Ordering::Relaxed);
+        if !pool.rearm_admitted() {
+            this.stop_after_run();
+        } else {
+            if this.header.try_reset() {
+                pool.timer.insert(this.clone());
+            } else {
+                this.stop_after_run();
+            }
+            pool.rearm_done();
+        }
+        RunOutcome::Completed
+    }
+
+    fn abandon(&self) {
+        if let PeriodicCancel::Stopped { wake } = self.header.cancel_periodic() {
+            self.drop_job();
+            if wake {
+                self.header.wake_waiter();
+            }
+        }
+    }
+}
+
+impl<F: FnMut() + Send + 'static> Joinable<()> for PeriodicTask<F> {
+    fn header(&self) -> &Header {
+        &self.header
+    }
+
+    fn cancel(&self) -> bool {
+        match self.header.cancel_periodic() {
+            PeriodicCancel::Stopped { wake } => {
+                self.drop_job();
+                if wake {
+                    self.header.wake_waiter();
+                }
+                true
+            }
+            PeriodicCancel::Requested => true,
+            PeriodicCancel::Lost => false,
+        }
+    }
+
+    fn take_output(&self) -> Result<(), TaskError> {
+        if self.header.is_cancelled() {
+            return Err(TaskError::Cancelled);
+        }
+        // SAFETY: the caller saw COMPLETE with `Acquire`; the runner wrote
+        // `panic` before publishing it; the unique handle reads it once.
+        match self.panic.with_mut(|slot| unsafe { (*slot).take() }) {
+            Some(payload) => Err(TaskError::Panicked(payload)),
+            None => unreachable!("a periodic task completes only by panicking"),
+        }
+    }
+}
+
+impl<F: FnMut() + Send + 'static> TimerEntry for PeriodicTask<F> {
+    fn deadline(&self) -> Nanos {
+        self.deadline.load(Ordering::Relaxed)
+    }
+
+    fn set_key(&self, key: Key) {
+        self.key.store(key.pack(), Ordering::SeqCst);
+    }
+
+    fn key(&self) -> Option<Key> {
+        match self.key.load(Ordering::SeqCst) {
+            NO_KEY => None,
+            word => Some(Key::unpack(word)),
+        }
+    }
+
+    fn is_final(&self) -> bool {
+        self.header.is_final()
+    }
+
+    fn is_periodic(&self) -> bool {
+        true
+    }
+
+    fn into_job(self: StdArc<Self>) -> Job {
+        Job::task(self)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn rate(missed: MissedRuns) -> Period {
+        Period::FixedRate { period: 10, missed }
+    }
+
+    #[test]
+    fn on_time_runs_keep_the_rate_whatever_the_policy() {
+        for missed in [MissedRuns::Burst, MissedRuns::Skip, MissedRuns::Delay] {
+            assert_eq!(rate(missed).next(20, 25), 30);
+            assert_eq!(rate(missed).next(20, 29), 30);
+        }
+    }
+
+    #[test]
+    fn late_runs_follow_the_policy() {
+        // Due at 20, ended at 45 (the timeline in MissedRuns' doc).
+        assert_eq!(rate(MissedRuns::Burst).next(20, 45), 30);
+        assert_eq!(rate(MissedRuns::Burst).next(30, 45), 40);
+        assert_eq!(rate(MissedRuns::Burst).next(40, 45), 50);
+        assert_eq!(rate(MissedRuns::Skip).next(20, 45), 50);
+        assert_eq!(
+            rate(MissedRuns::Skip).next(20, 50),
+            60,
+            "a run ending on a boundary"
+        );
+        assert_eq!(rate(MissedRuns::Delay).next(20, 45), 55);
+    }
+
+    #[test]
+    fn fixed_delay_counts_from_the_end_of_the_run() {
+        assert_eq!(Period::FixedDelay { delay: 7 }.next(20, 45), 52);
+    }
+
+    #[test]
+    fn huge_periods_saturate() {
+        let p = Period::FixedRate {
+            period: u64::MAX,
+            missed: MissedRuns::Skip,
+        };
+        assert_eq!(p.next(5, 6), u64::MAX);
+        assert_eq!(Period::FixedDelay { delay: u64::MAX }.next(0, 9), u64::MAX);
+    }
+}
