@@ -7,7 +7,7 @@ use crate::error::{BuildError, PanicPayload};
 use crate::executor::ScheduledExecutor;
 use crate::pool::{Hooks, Pool};
 use crate::sync::{thread, Arc};
-use crate::timer::driver::{self, Timer};
+use crate::timer::driver::{self, ShutdownPolicy, Timer};
 use crate::timer::TimerQueue;
 use crate::worker;
 
@@ -38,6 +38,7 @@ pub struct Builder {
     timer_queue: TimerQueue,
     keep_delayed_on_shutdown: bool,
     keep_periodic_on_shutdown: bool,
+    max_scheduled: usize,
 }
 
 enum ThreadName {
@@ -55,6 +56,7 @@ impl Default for Builder {
             timer_queue: TimerQueue::default(),
             keep_delayed_on_shutdown: true,
             keep_periodic_on_shutdown: false,
+            max_scheduled: usize::MAX,
         }
     }
 }
@@ -162,6 +164,30 @@ impl Builder {
         self
     }
 
+    /// The most tasks scheduled to run later (one-shot and periodic) the
+    /// executor holds at once (default: no limit). Past it, `schedule*`
+    /// calls are refused with
+    /// [`SubmitErrorKind::TooManyScheduled`](crate::SubmitErrorKind::TooManyScheduled),
+    /// the job given back, until some run or are cancelled. A guard against
+    /// producers that outrun expiry (Netty's `maxPendingTimeouts`). Must not
+    /// be 0.
+    ///
+    /// ```
+    /// use chronopool::{ScheduledExecutor, SubmitErrorKind};
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().max_scheduled_tasks(1).build()?;
+    /// let first = pool.schedule(|| (), Duration::from_secs(60))?;
+    /// let refused = pool.schedule(|| (), Duration::from_secs(60)).unwrap_err();
+    /// assert_eq!(refused.kind(), SubmitErrorKind::TooManyScheduled);
+    /// first.cancel();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn max_scheduled_tasks(mut self, max: usize) -> Self {
+        self.max_scheduled = max;
+        self
+    }
+
     /// Checks the settings and starts the worker threads.
     ///
     /// ```
@@ -178,11 +204,14 @@ impl Builder {
         if self.stack_size == Some(0) {
             return Err(BuildError::ZeroStackSize);
         }
-        let timer = Timer::new(
-            self.timer_queue,
-            self.keep_delayed_on_shutdown,
-            self.keep_periodic_on_shutdown,
-        );
+        if self.max_scheduled == 0 {
+            return Err(BuildError::ZeroMaxScheduledTasks);
+        }
+        let policy = ShutdownPolicy {
+            keep_delayed: self.keep_delayed_on_shutdown,
+            keep_periodic: self.keep_periodic_on_shutdown,
+        };
+        let timer = Timer::new(self.timer_queue, policy, self.max_scheduled);
         let (pool, deques) = Pool::new(workers, self.hooks, timer);
         let pool = Arc::new(pool);
         let mut threads = Vec::with_capacity(workers + 1);
@@ -237,6 +266,7 @@ impl fmt::Debug for Builder {
             .field("timer_queue", &self.timer_queue)
             .field("keep_delayed_on_shutdown", &self.keep_delayed_on_shutdown)
             .field("keep_periodic_on_shutdown", &self.keep_periodic_on_shutdown)
+            .field("max_scheduled", &self.max_scheduled)
             .finish_non_exhaustive()
     }
 }

@@ -148,6 +148,10 @@ pub enum SubmitErrorKind {
     Shutdown,
     /// A periodic task was given a zero period (or delay).
     ZeroPeriod,
+    /// The executor already holds as many tasks scheduled to run later as
+    /// [`Builder::max_scheduled_tasks`](crate::Builder::max_scheduled_tasks)
+    /// allows.
+    TooManyScheduled,
     /// [`chronopool::submit`](crate::submit) or
     /// [`chronopool::execute`](crate::execute) was called on a thread that
     /// is not a worker of any executor.
@@ -182,6 +186,9 @@ impl<F> fmt::Display for SubmitError<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             SubmitErrorKind::Shutdown => f.write_str("task rejected: the executor is shut down"),
+            SubmitErrorKind::TooManyScheduled => {
+                f.write_str("task rejected: too many tasks are scheduled to run later")
+            }
             SubmitErrorKind::ZeroPeriod => {
                 f.write_str("task rejected: the period of a periodic task must not be zero")
             }
@@ -256,6 +263,8 @@ pub enum BuildError {
     WorkerThreads(usize),
     /// `stack_size` was 0.
     ZeroStackSize,
+    /// `max_scheduled_tasks` was 0.
+    ZeroMaxScheduledTasks,
     /// The operating system refused to start a worker thread.
     Spawn(std::io::Error),
 }
@@ -269,6 +278,9 @@ impl fmt::Display for BuildError {
                 crate::MAX_WORKER_THREADS
             ),
             BuildError::ZeroStackSize => f.write_str("stack_size must be greater than 0"),
+            BuildError::ZeroMaxScheduledTasks => {
+                f.write_str("max_scheduled_tasks must be greater than 0")
+            }
             BuildError::Spawn(e) => write!(f, "failed to start a worker thread: {e}"),
         }
     }

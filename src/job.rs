@@ -250,7 +250,11 @@ mod tests {
             on_panic: Some(Box::new(hook)),
             ..Default::default()
         };
-        let timer = crate::timer::driver::Timer::new(Default::default(), true, false);
+        let policy = crate::timer::driver::ShutdownPolicy {
+            keep_delayed: true,
+            keep_periodic: false,
+        };
+        let timer = crate::timer::driver::Timer::new(Default::default(), policy, usize::MAX);
         Pool::new(1, hooks, timer).0
     }
 

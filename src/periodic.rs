@@ -222,7 +222,7 @@ impl<F: FnMut() + Send + 'static> Runnable for PeriodicTask<F> {
             this.stop_after_run();
         } else {
             if this.header.try_reset() {
-                pool.timer.insert(this.clone());
+                pool.timer.reinsert(this.clone());
             } else {
                 this.stop_after_run();
             }

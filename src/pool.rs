@@ -206,13 +206,19 @@ impl Pool {
         if !pool.lifecycle.enter() {
             return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
         }
-        let cell = StdArc::new(ScheduledTask::new(f, deadline));
         if deadline <= pool.timer.clock.now() {
+            let cell = StdArc::new(ScheduledTask::new(f, deadline));
             pool.injector.push(Job::task(StdArc::clone(&cell)));
             pool.sleep.notify_work();
-        } else {
-            pool.timer.insert(cell.clone());
+            pool.leave();
+            return Ok(ScheduledHandle::new(cell, Arc::clone(pool)));
         }
+        if !pool.timer.reserve() {
+            pool.leave();
+            return Err(SubmitError::new(f, SubmitErrorKind::TooManyScheduled));
+        }
+        let cell = StdArc::new(ScheduledTask::new(f, deadline));
+        pool.timer.insert_reserved(cell.clone());
         pool.leave();
         Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
     }
@@ -236,8 +242,12 @@ impl Pool {
         if !pool.lifecycle.enter() {
             return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
         }
+        if !pool.timer.reserve() {
+            pool.leave();
+            return Err(SubmitError::new(f, SubmitErrorKind::TooManyScheduled));
+        }
         let cell = StdArc::new(PeriodicTask::new(f, first, period));
-        pool.timer.insert(cell.clone());
+        pool.timer.insert_reserved(cell.clone());
         pool.leave();
         Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
     }

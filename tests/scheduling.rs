@@ -700,6 +700,58 @@ fn shutdown_now_returns_periodic_tasks(queue: TimerQueue) {
     assert!(pool.await_termination(PATIENCE));
 }
 
+fn the_scheduled_task_limit_refuses_and_gives_the_job_back(queue: TimerQueue) {
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .timer_queue(queue)
+        .max_scheduled_tasks(3)
+        .build()
+        .unwrap();
+    let held: Vec<_> = (0..3)
+        .map(|_| pool.schedule(|| 0, Duration::from_secs(3600)).unwrap())
+        .collect();
+    let err = pool.schedule(|| 4, Duration::from_secs(3600)).unwrap_err();
+    assert_eq!(err.kind(), SubmitErrorKind::TooManyScheduled);
+    assert_eq!((err.into_inner())(), 4);
+    let err = pool
+        .schedule_with_fixed_delay(|| (), Duration::ZERO, Duration::from_secs(1))
+        .unwrap_err();
+    assert_eq!(err.kind(), SubmitErrorKind::TooManyScheduled);
+    // Tasks due now do not wait in the timer: not limited.
+    assert_eq!(
+        pool.schedule(|| 5, Duration::ZERO).unwrap().join().unwrap(),
+        5
+    );
+    // Room comes back when a task leaves the timer.
+    assert!(held[0].cancel());
+    assert!(eventually(|| pool
+        .schedule(|| 6, Duration::from_secs(3600))
+        .is_ok()));
+    for h in &held {
+        h.cancel();
+    }
+    // A periodic task's later runs do not count as new tasks.
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .timer_queue(queue)
+        .max_scheduled_tasks(1)
+        .build()
+        .unwrap();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let r = runs.clone();
+    let h = pool
+        .schedule_at_fixed_rate(
+            move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            },
+            Duration::ZERO,
+            Duration::from_millis(1),
+        )
+        .unwrap();
+    assert!(eventually(|| runs.load(Ordering::SeqCst) >= 5));
+    assert!(h.cancel());
+}
+
 /// Instantiates every test of the suite for one backend: a module named
 /// after it, one `#[test]` per function above.
 macro_rules! backend_suite {
@@ -734,6 +786,7 @@ macro_rules! backend_suite {
             shutdown_cancels_periodic_tasks_by_default,
             periodic_tasks_can_be_kept_after_shutdown,
             shutdown_now_returns_periodic_tasks,
+            the_scheduled_task_limit_refuses_and_gives_the_job_back,
         ]);
     };
     (@tests $module:ident, $queue:expr, [$($test:ident),* $(,)?]) => {

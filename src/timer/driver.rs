@@ -86,6 +86,15 @@ enum Command {
     Remove(Key),
 }
 
+/// What `shutdown` does with the tasks the timer holds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ShutdownPolicy {
+    /// One-shot delayed tasks still run (the JDK's default: true).
+    pub(crate) keep_delayed: bool,
+    /// Periodic tasks go on (the JDK's default: false).
+    pub(crate) keep_periodic: bool,
+}
+
 /// The backend, type-erased.
 type Queue = Box<dyn DelayQueue<StdArc<dyn TimerEntry>> + Send>;
 
@@ -107,6 +116,8 @@ pub(crate) struct Timer {
     armed: AtomicU64,
     parker: StdArc<Parker>,
     pending: AtomicUsize,
+    /// The most scheduled tasks `reserve` admits.
+    max_pending: usize,
     queue: Mutex<Queue>,
 }
 
@@ -119,21 +130,18 @@ impl std::fmt::Debug for Timer {
 }
 
 impl Timer {
-    pub(crate) fn new(
-        kind: TimerQueue,
-        keep_delayed_on_shutdown: bool,
-        keep_periodic_on_shutdown: bool,
-    ) -> Self {
+    pub(crate) fn new(kind: TimerQueue, policy: ShutdownPolicy, max_pending: usize) -> Self {
         Timer {
             clock: Clock::new(),
             commands: Injector::new(),
             backlog: AtomicUsize::new(0),
             removals_waiting: AtomicBool::new(false),
-            discard_on_shutdown: AtomicBool::new(!keep_delayed_on_shutdown),
-            keep_periodic_on_shutdown,
+            discard_on_shutdown: AtomicBool::new(!policy.keep_delayed),
+            keep_periodic_on_shutdown: policy.keep_periodic,
             armed: AtomicU64::new(0),
             parker: StdArc::new(Parker::new()),
             pending: AtomicUsize::new(0),
+            max_pending,
             queue: Mutex::new(kind.build()),
         }
     }
@@ -148,10 +156,20 @@ impl Timer {
         self.pending.load(Ordering::SeqCst)
     }
 
-    /// Hands `entry` to the timer thread. Called inside the submission's
-    /// admission (see the module doc on `pending`).
-    pub(crate) fn insert(&self, entry: StdArc<dyn TimerEntry>) {
-        self.pending.fetch_add(1, Ordering::SeqCst);
+    /// Counts a new scheduled task against the limit; false (and nothing
+    /// counted) if the timer already holds `max_pending`. Called inside the
+    /// submission's admission (see the module doc on `pending`); a `true`
+    /// must be followed by [`insert_reserved`](Self::insert_reserved).
+    pub(crate) fn reserve(&self) -> bool {
+        if self.pending.fetch_add(1, Ordering::SeqCst) < self.max_pending {
+            return true;
+        }
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+        false
+    }
+
+    /// Hands `entry`, counted by `reserve`, to the timer thread.
+    pub(crate) fn insert_reserved(&self, entry: StdArc<dyn TimerEntry>) {
         let deadline = entry.deadline();
         self.commands.push(Command::Insert(entry));
         let backlog = self.backlog.fetch_add(1, Ordering::Relaxed) + 1;
@@ -159,6 +177,13 @@ impl Timer {
         if deadline < self.armed.load(Ordering::SeqCst) || backlog % BACKLOG_WAKE == 0 {
             self.parker.unpark();
         }
+    }
+
+    /// Hands back a periodic task after a run (counted again, whatever the
+    /// limit: it was admitted when it was first scheduled).
+    pub(crate) fn reinsert(&self, entry: StdArc<dyn TimerEntry>) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.insert_reserved(entry);
     }
 
     /// Asks the timer thread to drop a cancelled entry (if it has placed it
