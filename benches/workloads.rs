@@ -276,7 +276,9 @@ fn cpu_ns() -> i64 {
     // SAFETY: a valid clock id and a valid out-pointer.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     assert_eq!(rc, 0);
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
+    #[allow(clippy::unnecessary_cast)] // time_t and c_long are not i64 everywhere
+    let ns = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64;
+    ns
 }
 
 /// Resident set size in bytes, after handing freed heap pages back.
