@@ -30,7 +30,7 @@ use crate::sync::cell::UnsafeCell;
 use crate::sync::{AtomicU64, Ordering, StdArc};
 use crate::task::{Header, Joinable, PeriodicCancel, RUNNING};
 use crate::timer::driver::TimerEntry;
-use crate::timer::{Key, Nanos};
+use crate::timer::{KeySlot, Nanos};
 
 /// What a fixed-rate task does when a run ends after the next one was due
 /// (the task ran long, or the pool was busy), drawn for a period of 10
@@ -146,7 +146,7 @@ pub(crate) struct PeriodicTask<F> {
     job: UnsafeCell<Option<F>>,
     panic: UnsafeCell<Option<PanicPayload>>,
     deadline: AtomicU64,
-    key: AtomicU64,
+    key: KeySlot,
     period: Period,
 }
 
@@ -157,8 +157,6 @@ pub(crate) struct PeriodicTask<F> {
 // between workers across runs, hence `F: Send`; it is never shared.
 unsafe impl<F: Send> Sync for PeriodicTask<F> {}
 
-const NO_KEY: u64 = u64::MAX;
-
 impl<F: FnMut() + Send + 'static> PeriodicTask<F> {
     pub(crate) fn new(f: F, first: Nanos, period: Period) -> Self {
         PeriodicTask {
@@ -166,7 +164,7 @@ impl<F: FnMut() + Send + 'static> PeriodicTask<F> {
             job: UnsafeCell::new(Some(f)),
             panic: UnsafeCell::new(None),
             deadline: AtomicU64::new(first),
-            key: AtomicU64::new(NO_KEY),
+            key: KeySlot::new(),
             period,
         }
     }
@@ -278,15 +276,8 @@ impl<F: FnMut() + Send + 'static> TimerEntry for PeriodicTask<F> {
         self.deadline.load(Ordering::Relaxed)
     }
 
-    fn set_key(&self, key: Key) {
-        self.key.store(key.pack(), Ordering::SeqCst);
-    }
-
-    fn key(&self) -> Option<Key> {
-        match self.key.load(Ordering::SeqCst) {
-            NO_KEY => None,
-            word => Some(Key::unpack(word)),
-        }
+    fn key_slot(&self) -> &KeySlot {
+        &self.key
     }
 
     fn is_final(&self) -> bool {

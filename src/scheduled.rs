@@ -18,19 +18,16 @@ use crate::error::{JoinTimeoutError, TaskError};
 use crate::handle::TaskHandle;
 use crate::job::{Job, RunOutcome, Runnable};
 use crate::pool::Pool;
-use crate::sync::{Arc, AtomicU64, Ordering, StdArc};
+use crate::sync::{Arc, StdArc};
 use crate::task::{Header, Joinable, TaskCell};
 use crate::timer::driver::TimerEntry;
-use crate::timer::{Key, Nanos};
-
-/// `key` before the timer placed the task.
-const NO_KEY: u64 = u64::MAX;
+use crate::timer::{KeySlot, Nanos};
 
 /// A one-shot task with a deadline.
 pub(crate) struct ScheduledTask<F, T> {
     task: TaskCell<F, T>,
     deadline: Nanos,
-    key: AtomicU64,
+    key: KeySlot,
 }
 
 impl<F, T> ScheduledTask<F, T>
@@ -42,7 +39,7 @@ where
         ScheduledTask {
             task: TaskCell::new(f),
             deadline,
-            key: AtomicU64::new(NO_KEY),
+            key: KeySlot::new(),
         }
     }
 }
@@ -88,15 +85,8 @@ where
         self.deadline
     }
 
-    fn set_key(&self, key: Key) {
-        self.key.store(key.pack(), Ordering::SeqCst);
-    }
-
-    fn key(&self) -> Option<Key> {
-        match self.key.load(Ordering::SeqCst) {
-            NO_KEY => None,
-            word => Some(Key::unpack(word)),
-        }
+    fn key_slot(&self) -> &KeySlot {
+        &self.key
     }
 
     fn is_final(&self) -> bool {

@@ -57,7 +57,7 @@ use crate::pool::Pool;
 use crate::sync::deque::{Injector, Steal};
 use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, StdArc};
 
-use super::{DelayQueue, Key, Nanos, TimerQueue};
+use super::{DelayQueue, Key, KeySlot, Nanos, TimerQueue};
 
 /// Commands between `BACKLOG_WAKE` wake-ups of the timer thread.
 const BACKLOG_WAKE: usize = 1024;
@@ -66,10 +66,8 @@ const BACKLOG_WAKE: usize = 1024;
 pub(crate) trait TimerEntry: Send + Sync + 'static {
     /// When it is due.
     fn deadline(&self) -> Nanos;
-    /// Records where the timer put it (the handle removes it by this key).
-    fn set_key(&self, key: Key);
-    /// The key recorded by `set_key`, if any.
-    fn key(&self) -> Option<Key>;
+    /// Where the timer put it (the handle removes it by this key).
+    fn key_slot(&self) -> &KeySlot;
     /// True if it was cancelled (or otherwise finished): not worth keeping.
     fn is_final(&self) -> bool;
     /// True for a periodic task.
@@ -191,7 +189,7 @@ impl Timer {
     pub(crate) fn remove(&self, entry: &dyn TimerEntry) {
         // Pairs with the fence in `place` (see there).
         fence(Ordering::SeqCst);
-        if let Some(key) = entry.key() {
+        if let Some(key) = entry.key_slot().get() {
             self.commands.push(Command::Remove(key));
             if !self.removals_waiting.swap(true, Ordering::SeqCst) {
                 self.parker.unpark();
@@ -239,7 +237,7 @@ impl Timer {
             return;
         }
         let key = queue.insert(self.clock.now(), entry.deadline(), StdArc::clone(&entry));
-        entry.set_key(key);
+        entry.key_slot().set(key);
         fence(Ordering::SeqCst);
         if entry.is_final() {
             self.discard(queue.remove(key));
@@ -274,7 +272,7 @@ impl Timer {
         let now = self.clock.now();
         for entry in kept {
             let key = queue.insert(now, entry.deadline(), StdArc::clone(&entry));
-            entry.set_key(key);
+            entry.key_slot().set(key);
         }
     }
 

@@ -17,6 +17,8 @@
 //! * Time is `u64` nanoseconds on the executor's monotonic clock; the
 //!   largest value means "never" in practice (~584 years).
 
+use crate::sync::{AtomicU64, Ordering};
+
 pub(crate) mod driver;
 pub(crate) mod heap;
 
@@ -34,17 +36,30 @@ pub(crate) struct Key {
     generation: u32,
 }
 
-impl Key {
-    /// The key as one word (for an atomic field).
-    pub(crate) fn pack(self) -> u64 {
-        (u64::from(self.slot) << 32) | u64::from(self.generation)
+/// Where the timer placed a task, kept in the task for its cancel: a key
+/// packed in one atomic word (`u64::MAX` until the timer placed it).
+#[derive(Debug)]
+pub(crate) struct KeySlot(AtomicU64);
+
+impl KeySlot {
+    const EMPTY: u64 = u64::MAX;
+
+    pub(crate) fn new() -> Self {
+        KeySlot(AtomicU64::new(Self::EMPTY))
     }
 
-    /// The key `pack` made.
-    pub(crate) fn unpack(word: u64) -> Key {
-        Key {
-            slot: (word >> 32) as u32,
-            generation: word as u32,
+    pub(crate) fn set(&self, key: Key) {
+        let word = (u64::from(key.slot) << 32) | u64::from(key.generation);
+        self.0.store(word, Ordering::SeqCst);
+    }
+
+    pub(crate) fn get(&self) -> Option<Key> {
+        match self.0.load(Ordering::SeqCst) {
+            Self::EMPTY => None,
+            word => Some(Key {
+                slot: (word >> 32) as u32,
+                generation: word as u32,
+            }),
         }
     }
 }
