@@ -290,12 +290,58 @@ impl Timer {
     }
 }
 
+/// The timer slack of the timer thread: how late Linux may end its timed
+/// waits (to batch wake-ups). The default, 50 µs, is added to every
+/// deadline; with few timers the timer thread asks for 1 µs instead, so a
+/// lone timer fires ~50 µs sooner. With many timers it keeps the default:
+/// measured with 10,000 periodic tasks (the `periodic` workload), a tight
+/// slack woke it for ever smaller batches and cost ~50% more CPU and a
+/// worse p99, while it buys nothing when deadlines are dense.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slack {
+    Default,
+    Tight,
+}
+
+/// At most this many timers for a tight slack.
+const FEW_TIMERS: usize = 64;
+
+impl Slack {
+    fn for_timers(held: usize) -> Slack {
+        if held <= FEW_TIMERS {
+            Slack::Tight
+        } else {
+            Slack::Default
+        }
+    }
+
+    fn nanos(self) -> u64 {
+        match self {
+            Slack::Default => 50_000,
+            Slack::Tight => 1_000,
+        }
+    }
+}
+
+/// Sets the calling thread's timer slack (Linux; elsewhere nothing).
+fn set_timer_slack(nanos: u64) {
+    #[cfg(all(target_os = "linux", not(loom)))]
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes
+    // the calling thread's timer slack; no memory is passed.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, nanos as libc::c_ulong, 0, 0, 0);
+    }
+    #[cfg(not(all(target_os = "linux", not(loom))))]
+    let _ = nanos;
+}
+
 /// The body of the timer thread of `pool`.
 pub(crate) fn run(pool: Arc<Pool>) {
     let timer = &pool.timer;
+    let mut slack = Slack::Default;
     loop {
         timer.armed.store(0, Ordering::SeqCst);
-        let next = {
+        let (next, held) = {
             let mut queue = timer.queue.lock();
             timer.apply_commands(&mut queue);
             hand_over_due(&pool, &mut queue);
@@ -317,8 +363,13 @@ pub(crate) fn run(pool: Arc<Pool>) {
                     break;
                 }
             }
-            queue.next_due()
+            (queue.next_due(), queue.len())
         };
+        let wanted = Slack::for_timers(held);
+        if wanted != slack {
+            slack = wanted;
+            set_timer_slack(slack.nanos());
+        }
         timer
             .armed
             .store(next.unwrap_or(u64::MAX), Ordering::SeqCst);
