@@ -37,8 +37,7 @@ impl Clock {
 
     /// The deadline `delay` from now, saturated.
     pub(crate) fn deadline_after(&self, delay: Duration) -> Nanos {
-        let delay = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
-        self.now().saturating_add(delay)
+        self.now().saturating_add(nanos(delay))
     }
 
     /// The `Instant` of a deadline, or `None` if it is beyond what
@@ -51,6 +50,11 @@ impl Clock {
     pub(crate) fn until(&self, deadline: Nanos) -> Duration {
         Duration::from_nanos(deadline.saturating_sub(self.now()))
     }
+}
+
+/// A duration in nanoseconds, saturated at `u64::MAX`.
+pub(crate) fn nanos(d: Duration) -> Nanos {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 #[cfg(all(test, not(loom)))]

@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
+use crate::clock;
 use crate::error::{BuildError, SubmitError};
 use crate::handle::TaskHandle;
 use crate::metrics::Metrics;
@@ -275,7 +276,7 @@ impl ScheduledExecutor {
         let pool = self.pool();
         let first = pool.timer.clock.deadline_after(initial_delay);
         let period = Period::FixedRate {
-            period: saturating_nanos(period),
+            period: clock::nanos(period),
             missed,
         };
         Pool::schedule_periodic(pool, f, first, period)
@@ -319,7 +320,7 @@ impl ScheduledExecutor {
         let pool = self.pool();
         let first = pool.timer.clock.deadline_after(initial_delay);
         let period = Period::FixedDelay {
-            delay: saturating_nanos(delay),
+            delay: clock::nanos(delay),
         };
         Pool::schedule_periodic(pool, f, first, period)
     }
@@ -372,11 +373,6 @@ impl ScheduledExecutor {
     pub fn metrics(&self) -> Metrics {
         self.pool().metrics()
     }
-}
-
-/// A duration in nanoseconds, saturated at `u64::MAX`.
-fn saturating_nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl fmt::Debug for ScheduledExecutor {
