@@ -208,8 +208,7 @@ impl Pool {
         }
         if deadline <= pool.timer.clock.now() {
             let cell = StdArc::new(ScheduledTask::new(f, deadline));
-            pool.injector.push(Job::task(StdArc::clone(&cell)));
-            pool.sleep.notify_work();
+            pool.push_due(Job::task(StdArc::clone(&cell)));
             pool.leave();
             return Ok(ScheduledHandle::new(cell, Arc::clone(pool)));
         }

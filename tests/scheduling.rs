@@ -18,6 +18,23 @@ fn pool(queue: TimerQueue, threads: usize) -> ScheduledExecutor {
         .unwrap()
 }
 
+/// A one-worker pool whose `on_panic` hook counts the panics it sees
+/// (the panics tests provoke stay quiet).
+fn pool_counting_panics(queue: TimerQueue) -> (ScheduledExecutor, Arc<AtomicUsize>) {
+    common::quiet_expected_panics();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .timer_queue(queue)
+        .on_panic(move |_| {
+            s.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    (pool, seen)
+}
+
 fn never_runs_before_its_due_instant(queue: TimerQueue) {
     let pool = pool(queue, 2);
     let handles: Vec<_> = (0..200u64)
@@ -206,17 +223,7 @@ fn cancel_races_the_deadline_exactly_one_wins(queue: TimerQueue) {
 }
 
 fn a_scheduled_panic_is_isolated_and_reported(queue: TimerQueue) {
-    common::quiet_expected_panics();
-    let seen = Arc::new(AtomicUsize::new(0));
-    let s = seen.clone();
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(1)
-        .timer_queue(queue)
-        .on_panic(move |_| {
-            s.fetch_add(1, Ordering::SeqCst);
-        })
-        .build()
-        .unwrap();
+    let (pool, seen) = pool_counting_panics(queue);
     let h = pool
         .schedule(
             || -> u8 { panic!("expected: delayed panic") },
@@ -575,17 +582,7 @@ fn cancelling_a_running_periodic_task_lets_the_run_finish_and_stops_it(queue: Ti
 }
 
 fn a_panic_ends_a_periodic_task_and_is_reported(queue: TimerQueue) {
-    common::quiet_expected_panics();
-    let seen = Arc::new(AtomicUsize::new(0));
-    let s = seen.clone();
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(1)
-        .timer_queue(queue)
-        .on_panic(move |_| {
-            s.fetch_add(1, Ordering::SeqCst);
-        })
-        .build()
-        .unwrap();
+    let (pool, seen) = pool_counting_panics(queue);
     let runs = Arc::new(AtomicUsize::new(0));
     let r = runs.clone();
     let h = pool
