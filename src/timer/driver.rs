@@ -261,7 +261,7 @@ impl Timer {
             return;
         }
         let mut kept = Vec::new();
-        while let Some((_, entry)) = queue.pop_due(u64::MAX) {
+        for entry in queue.drain() {
             if discard_all || entry.is_periodic() {
                 drop(entry.into_job());
                 self.pending.fetch_sub(1, Ordering::SeqCst);
@@ -281,12 +281,9 @@ impl Timer {
     pub(crate) fn drain(&self) -> Vec<Job> {
         let mut queue = self.queue.lock();
         self.apply_commands(&mut queue);
-        let mut jobs = Vec::with_capacity(queue.len());
-        while let Some((_, entry)) = queue.pop_due(u64::MAX) {
-            self.pending.fetch_sub(1, Ordering::SeqCst);
-            jobs.push(entry.into_job());
-        }
-        jobs
+        let entries = queue.drain();
+        self.pending.fetch_sub(entries.len(), Ordering::SeqCst);
+        entries.into_iter().map(|entry| entry.into_job()).collect()
     }
 }
 

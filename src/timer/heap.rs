@@ -167,6 +167,15 @@ impl<T> DelayQueue<T> for IndexedHeap<T> {
         self.slab.len()
     }
 
+    fn drain(&mut self) -> Vec<T> {
+        let mut all = Vec::with_capacity(self.len());
+        while let Some(top) = self.heap.first() {
+            let key = self.slab.key_at(top.slot);
+            all.extend(self.remove(key));
+        }
+        all
+    }
+
     #[cfg(test)]
     fn max_lateness(&self, _delay: Nanos) -> Nanos {
         0

@@ -118,6 +118,11 @@ pub(crate) trait DelayQueue<T> {
     /// The number of entries.
     fn len(&self) -> usize;
 
+    /// Removes and returns every entry, due or not, earliest first where
+    /// the backend knows the order cheaply. Time does not move: entries may
+    /// be inserted again afterwards with the same `now`.
+    fn drain(&mut self) -> Vec<T>;
+
     /// How late, at most, an entry inserted `delay` before its deadline may
     /// be popped after it (0 for an exact backend). Checked by the property
     /// test.

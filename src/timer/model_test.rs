@@ -7,6 +7,7 @@
 //!   most the backend's stated lateness; none is popped before its deadline;
 //! * among entries with equal deadlines, insertion order is kept;
 //! * a key removes its own entry once, and a stale key removes nothing;
+//! * `drain` takes out exactly the live entries, and time does not move;
 //! * `next_due` is never before the earliest deadline, and never later
 //!   than that deadline plus its lateness;
 //! * `len` agrees.
@@ -28,6 +29,8 @@ enum Op {
     Remove { nth: usize },
     /// Move time forward and pop everything due.
     Advance { by: Nanos },
+    /// Take every entry out, due or not, without moving time.
+    Drain,
 }
 
 /// Delays and steps on several scales, with many equal deadlines.
@@ -45,6 +48,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => delay.prop_map(|delay| Op::Insert { delay }),
         2 => any::<usize>().prop_map(|nth| Op::Remove { nth }),
         3 => prop_oneof![0u64..3, 0u64..1_500, 0u64..3_000_000].prop_map(|by| Op::Advance { by }),
+        1 => Just(Op::Drain),
     ]
 }
 
@@ -96,6 +100,12 @@ fn check<Q: DelayQueue<u64>>(mut queue: Q, ops: &[Op]) -> Result<(), TestCaseErr
                     popped.push(entry);
                 }
                 check_popped(&popped, &mut live, &keys, now)?;
+            }
+            Op::Drain => {
+                let mut drained = queue.drain();
+                drained.sort_unstable();
+                let expected: Vec<u64> = std::mem::take(&mut live).into_keys().collect();
+                prop_assert_eq!(drained, expected, "drain");
             }
         }
         prop_assert_eq!(queue.len(), live.len());
