@@ -181,7 +181,8 @@ impl ScheduledExecutor {
         T: Send + 'static,
     {
         let pool = self.pool();
-        Pool::schedule(pool, f, pool.timer.clock.deadline_after(delay))
+        let now = pool.timer.clock.now();
+        Pool::schedule(pool, f, now, now.saturating_add(clock::nanos(delay)))
     }
 
     /// Runs `f` on a worker at `deadline` (as soon as possible if it has
@@ -201,7 +202,8 @@ impl ScheduledExecutor {
         T: Send + 'static,
     {
         let pool = self.pool();
-        Pool::schedule(pool, f, pool.timer.clock.nanos_of(deadline))
+        let now = pool.timer.clock.now();
+        Pool::schedule(pool, f, now, pool.timer.clock.nanos_of(deadline))
     }
 
     /// Runs `f` periodically at a fixed rate: first after `initial_delay`,

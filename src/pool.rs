@@ -193,10 +193,13 @@ impl Pool {
     }
 
     /// Schedules `f` to run at `deadline` (nanoseconds on the timer's
-    /// clock). A deadline that has passed goes straight to the workers.
+    /// clock), `now` being the time the caller read (one clock read per
+    /// submission: it costs as much as the rest of the insert). A deadline
+    /// at or before `now` goes straight to the workers.
     pub(crate) fn schedule<F, T>(
         pool: &Arc<Self>,
         f: F,
+        now: Nanos,
         deadline: Nanos,
     ) -> Result<ScheduledHandle<T>, SubmitError<F>>
     where
@@ -206,7 +209,7 @@ impl Pool {
         if !pool.lifecycle.enter() {
             return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
         }
-        if deadline <= pool.timer.clock.now() {
+        if deadline <= now {
             let cell = StdArc::new(ScheduledTask::new(f, deadline));
             pool.push_due(Job::task(StdArc::clone(&cell)));
             pool.leave();
@@ -273,8 +276,14 @@ impl Pool {
     /// A task the timer found due: onto the injector, past the admission
     /// (it was admitted when it was scheduled).
     pub(crate) fn push_due(&self, job: Job) {
-        self.injector.push(job);
+        self.push_due_quietly(job);
         self.sleep.notify_work();
+    }
+
+    /// [`push_due`](Self::push_due) without the wake-up: the caller calls
+    /// `sleep.notify_work()` after its last push.
+    pub(crate) fn push_due_quietly(&self, job: Job) {
+        self.injector.push(job);
     }
 
     /// From one of this pool's workers, into its own deque (module doc).

@@ -213,9 +213,13 @@ impl Timer {
     fn apply_commands(&self, queue: &mut Queue) {
         self.backlog.store(0, Ordering::Relaxed);
         self.removals_waiting.store(false, Ordering::SeqCst);
+        // One clock read per batch: a wheel places entries relative to it,
+        // and a few microseconds of staleness only make it place them
+        // slightly coarser (never early: deadlines are absolute).
+        let now = self.clock.now();
         loop {
             match self.commands.steal() {
-                Steal::Success(Command::Insert(entry)) => self.place(queue, entry),
+                Steal::Success(Command::Insert(entry)) => self.place(queue, entry, now),
                 Steal::Success(Command::Remove(key)) => self.discard(queue.remove(key)),
                 Steal::Retry => continue,
                 Steal::Empty => return,
@@ -231,12 +235,12 @@ impl Timer {
     /// cancellation and removes the entry, or the canceller sees the key and
     /// sends a removal (or both: the second removal finds a stale key and
     /// does nothing).
-    fn place(&self, queue: &mut Queue, entry: StdArc<dyn TimerEntry>) {
+    fn place(&self, queue: &mut Queue, entry: StdArc<dyn TimerEntry>, now: Nanos) {
         if entry.is_final() {
             self.discard(Some(entry));
             return;
         }
-        let key = queue.insert(self.clock.now(), entry.deadline(), StdArc::clone(&entry));
+        let key = queue.insert(now, entry.deadline(), StdArc::clone(&entry));
         entry.key_slot().set(key);
         fence(Ordering::SeqCst);
         if entry.is_final() {
@@ -380,16 +384,26 @@ pub(crate) fn run(pool: Arc<Pool>) {
 }
 
 /// Pushes every due task on the injector (under the backend lock: see the
-/// module doc) and wakes workers for them.
+/// module doc), then wakes a worker for them (one wake-up per batch: a
+/// worker that takes a batch from the injector announces the rest).
 fn hand_over_due(pool: &Pool, queue: &mut Queue) {
     let timer = &pool.timer;
     let now = timer.clock.now();
+    let mut left = 0;
+    let mut handed = 0;
     while let Some((_, entry)) = queue.pop_due(now) {
-        if entry.is_final() {
-            timer.discard(Some(entry));
-            continue;
+        left += 1;
+        if !entry.is_final() {
+            pool.push_due_quietly(entry.into_job());
+            handed += 1;
         }
-        pool.push_due(entry.into_job());
-        timer.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+    // Only after the pushes: a task leaves `pending` once it is on the
+    // injector (module doc).
+    if left > 0 {
+        timer.pending.fetch_sub(left, Ordering::SeqCst);
+    }
+    if handed > 0 {
+        pool.sleep.notify_work();
     }
 }
