@@ -1,0 +1,197 @@
+//! Micro-benchmarks of the delayed work queue backends alone (no threads):
+//! insert, cancel and expire-all with 10^3 … 10^7 entries pending, so that
+//! the growth of each operation with the queue's size is visible.
+//!
+//! ```text
+//! cargo bench --features bench-internals --bench backends
+//! cargo bench --features bench-internals --bench backends -- 'insert/heap'
+//! ```
+//!
+//! `BACKENDS_MAX_EXP=6` stops at 10^6 pending (10^7 needs ~3 GB and a few
+//! minutes per backend).
+//!
+//! Deadlines are uniform in [1 ms, 10 s) (xorshift64*, seed 42) on a clock
+//! that does not move during `insert` and `cancel`: the queue holds `n`
+//! entries, the measured operations add or take a batch of at most
+//! `BATCH` on top, so the size stays within [n, n + BATCH].
+
+// criterion's macros generate undocumented functions.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use chronopool::bench_internals::{Backend, Key};
+use chronopool::TimerQueue;
+use criterion::{
+    criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
+};
+
+/// Makes one kind of backend.
+type MakeQueue = fn() -> TimerQueue;
+
+/// The backends measured.
+const QUEUES: &[(&str, MakeQueue)] = &[("heap", TimerQueue::heap)];
+
+/// Operations measured per timed batch.
+const BATCH: usize = 1_000;
+
+/// Deadlines from 1 ms to 10 s.
+const SPAN_LO: u64 = 1_000_000;
+const SPAN_HI: u64 = 10_000_000_000;
+
+/// xorshift64*, as in the workloads.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn deadline(&mut self) -> u64 {
+        SPAN_LO + self.next() % (SPAN_HI - SPAN_LO)
+    }
+}
+
+/// The pending sizes: 10^3 up to 10^`BACKENDS_MAX_EXP` (default 7).
+fn sizes() -> Vec<usize> {
+    let max_exp: u32 = std::env::var("BACKENDS_MAX_EXP")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7);
+    (3..=max_exp).map(|e| 10usize.pow(e)).collect()
+}
+
+/// A backend holding `n` entries.
+fn filled(queue: TimerQueue, n: usize, rng: &mut Rng) -> Backend {
+    let mut backend = Backend::new(queue);
+    for i in 0..n {
+        backend.insert(0, rng.deadline(), i as u64);
+    }
+    backend
+}
+
+/// Fewer, longer samples for the big sizes (each setup is expensive).
+fn configure(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    group.sampling_mode(SamplingMode::Flat);
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(300));
+    group.measurement_time(Duration::from_secs(2));
+}
+
+/// Insert at `n` pending: batches of `BATCH` inserts, each batch removed
+/// again (untimed) so the size stays put.
+fn insert(c: &mut Criterion) {
+    let mut group = c.benchmark_group("insert");
+    configure(&mut group);
+    group.throughput(Throughput::Elements(1));
+    for &(name, queue) in QUEUES {
+        for n in sizes() {
+            let mut rng = Rng(42);
+            let mut backend = filled(queue(), n, &mut rng);
+            let mut keys: Vec<Key> = Vec::with_capacity(BATCH);
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    let mut left = iters as usize;
+                    while left > 0 {
+                        let batch = left.min(BATCH);
+                        left -= batch;
+                        let t0 = Instant::now();
+                        for i in 0..batch {
+                            keys.push(backend.insert(0, rng.deadline(), i as u64));
+                        }
+                        total += t0.elapsed();
+                        for key in keys.drain(..) {
+                            black_box(backend.remove(key));
+                        }
+                    }
+                    total
+                })
+            });
+            drop(backend);
+        }
+    }
+    group.finish();
+}
+
+/// Cancel (remove by key) at `n` pending: batches of `BATCH` entries
+/// inserted untimed, then removed timed, in random order.
+fn cancel(c: &mut Criterion) {
+    let mut group = c.benchmark_group("cancel");
+    configure(&mut group);
+    group.throughput(Throughput::Elements(1));
+    for &(name, queue) in QUEUES {
+        for n in sizes() {
+            let mut rng = Rng(42);
+            let mut backend = filled(queue(), n, &mut rng);
+            let mut keys: Vec<Key> = Vec::with_capacity(BATCH);
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    let mut left = iters as usize;
+                    while left > 0 {
+                        let batch = left.min(BATCH);
+                        left -= batch;
+                        for i in 0..batch {
+                            keys.push(backend.insert(0, rng.deadline(), i as u64));
+                        }
+                        // Not in insertion order: a wheel's lists and the
+                        // heap's positions are hit at random.
+                        for i in (1..keys.len()).rev() {
+                            keys.swap(i, rng.next() as usize % (i + 1));
+                        }
+                        let t0 = Instant::now();
+                        for key in keys.drain(..) {
+                            black_box(backend.remove(key));
+                        }
+                        total += t0.elapsed();
+                    }
+                    total
+                })
+            });
+            drop(backend);
+        }
+    }
+    group.finish();
+}
+
+/// Expire all: `n` entries, then time moves past the last deadline in
+/// 1 ms steps and every entry is popped; the cost per entry.
+fn expire_all(c: &mut Criterion) {
+    let mut group = c.benchmark_group("expire_all");
+    configure(&mut group);
+    for &(name, queue) in QUEUES {
+        for n in sizes() {
+            group.throughput(Throughput::Elements(n as u64));
+            group.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter_custom(|iters| {
+                    let mut total = Duration::ZERO;
+                    for _ in 0..iters {
+                        let mut rng = Rng(42);
+                        let mut backend = filled(queue(), n, &mut rng);
+                        let t0 = Instant::now();
+                        let mut now = 0;
+                        while !backend.is_empty() {
+                            now += 1_000_000;
+                            while let Some(v) = backend.pop_due(now) {
+                                black_box(v);
+                            }
+                        }
+                        total += t0.elapsed();
+                    }
+                    total
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, insert, cancel, expire_all);
+criterion_main!(benches);
