@@ -190,4 +190,8 @@ macro_rules! backends {
 
 backends! {
     indexed_heap_matches_the_model => super::heap::IndexedHeap::<u64>::default(),
+    hashed_wheel_1ns_1_slot_matches_the_model => super::hashed_wheel::HashedWheel::<u64>::new(1, 1),
+    hashed_wheel_1us_8_slots_matches_the_model => super::hashed_wheel::HashedWheel::<u64>::new(1_000, 8),
+    hashed_wheel_default_matches_the_model => super::hashed_wheel::HashedWheel::<u64>::default(),
+    hashed_wheel_7ns_64_slots_matches_the_model => super::hashed_wheel::HashedWheel::<u64>::new(7, 64),
 }
