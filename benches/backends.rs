@@ -31,7 +31,10 @@ use criterion::{
 type MakeQueue = fn() -> TimerQueue;
 
 /// The backends measured.
-const QUEUES: &[(&str, MakeQueue)] = &[("heap", TimerQueue::heap)];
+const QUEUES: &[(&str, MakeQueue)] = &[
+    ("heap", TimerQueue::heap),
+    ("hashed_wheel", TimerQueue::hashed_wheel),
+];
 
 /// Operations measured per timed batch.
 const BATCH: usize = 1_000;

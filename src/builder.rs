@@ -207,6 +207,7 @@ impl Builder {
         if self.max_scheduled == 0 {
             return Err(BuildError::ZeroMaxScheduledTasks);
         }
+        self.timer_queue.validate()?;
         let policy = ShutdownPolicy {
             keep_delayed: self.keep_delayed_on_shutdown,
             keep_periodic: self.keep_periodic_on_shutdown,

@@ -5,6 +5,7 @@
 
 use std::any::Any;
 use std::fmt;
+use std::time::Duration;
 
 use crate::sync::Mutex;
 
@@ -265,6 +266,12 @@ pub enum BuildError {
     ZeroStackSize,
     /// `max_scheduled_tasks` was 0.
     ZeroMaxScheduledTasks,
+    /// A timing wheel's tick was zero or more than
+    /// [`MAX_WHEEL_TICK`](crate::MAX_WHEEL_TICK).
+    WheelTick(Duration),
+    /// A hashed wheel's number of slots was zero or more than
+    /// [`MAX_WHEEL_SLOTS`](crate::MAX_WHEEL_SLOTS).
+    WheelSlots(usize),
     /// The operating system refused to start a worker thread.
     Spawn(std::io::Error),
 }
@@ -281,6 +288,16 @@ impl fmt::Display for BuildError {
             BuildError::ZeroMaxScheduledTasks => {
                 f.write_str("max_scheduled_tasks must be greater than 0")
             }
+            BuildError::WheelTick(tick) => write!(
+                f,
+                "a timing wheel's tick must be between 1 ns and {:?}, got {tick:?}",
+                crate::MAX_WHEEL_TICK
+            ),
+            BuildError::WheelSlots(slots) => write!(
+                f,
+                "a hashed wheel's slots must be between 1 and {}, got {slots}",
+                crate::MAX_WHEEL_SLOTS
+            ),
             BuildError::Spawn(e) => write!(f, "failed to start a worker thread: {e}"),
         }
     }

@@ -90,4 +90,4 @@ pub use metrics::Metrics;
 pub use pending::PendingTask;
 pub use periodic::MissedRuns;
 pub use scheduled::ScheduledHandle;
-pub use timer::TimerQueue;
+pub use timer::{TimerQueue, MAX_WHEEL_SLOTS, MAX_WHEEL_TICK};

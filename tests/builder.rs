@@ -5,7 +5,11 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use chronopool::{BuildError, ScheduledExecutor, MAX_WORKER_THREADS};
+use std::time::Duration;
+
+use chronopool::{
+    BuildError, ScheduledExecutor, TimerQueue, MAX_WHEEL_SLOTS, MAX_WHEEL_TICK, MAX_WORKER_THREADS,
+};
 use common::PATIENCE;
 
 #[test]
@@ -28,6 +32,49 @@ fn invalid_settings_are_errors_not_panics() {
             .build(),
         Err(BuildError::ZeroStackSize)
     ));
+}
+
+#[test]
+fn invalid_wheel_settings_are_errors() {
+    let build = |queue| {
+        ScheduledExecutor::builder()
+            .worker_threads(1)
+            .timer_queue(queue)
+            .build()
+    };
+    let too_long = MAX_WHEEL_TICK + Duration::from_nanos(1);
+    for tick in [Duration::ZERO, too_long, Duration::MAX] {
+        let err = build(TimerQueue::hashed_wheel_with(tick, 512)).unwrap_err();
+        assert!(
+            matches!(err, BuildError::WheelTick(t) if t == tick),
+            "{err}"
+        );
+        assert!(err.to_string().contains("tick"));
+    }
+    for slots in [0, MAX_WHEEL_SLOTS + 1, usize::MAX] {
+        let err = build(TimerQueue::hashed_wheel_with(
+            Duration::from_millis(1),
+            slots,
+        ));
+        assert!(matches!(err, Err(BuildError::WheelSlots(s)) if s == slots));
+    }
+    // The limits themselves are accepted (a 1 h tick: a task would wait for
+    // the next full hour, so none is scheduled here)...
+    build(TimerQueue::hashed_wheel_with(
+        MAX_WHEEL_TICK,
+        MAX_WHEEL_SLOTS,
+    ))
+    .unwrap();
+    // ...and a 1 ns tick, or slots not a power of two (rounded up, as Netty
+    // does), work.
+    for queue in [
+        TimerQueue::hashed_wheel_with(Duration::from_nanos(1), 1),
+        TimerQueue::hashed_wheel_with(Duration::from_millis(1), 1000),
+    ] {
+        let pool = build(queue).unwrap();
+        let handle = pool.schedule(|| 1, Duration::from_millis(1)).unwrap();
+        assert_eq!(handle.join().unwrap(), 1);
+    }
 }
 
 #[test]

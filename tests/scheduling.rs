@@ -800,3 +800,9 @@ macro_rules! backend_suite {
 }
 
 backend_suite!(heap, TimerQueue::heap());
+backend_suite!(hashed_wheel, TimerQueue::hashed_wheel());
+// A tiny wheel: most delays span many revolutions.
+backend_suite!(
+    small_hashed_wheel,
+    TimerQueue::hashed_wheel_with(Duration::from_micros(50), 4)
+);

@@ -96,9 +96,6 @@
 //! fine. Not for exact deadlines, nor for many delays spanning many
 //! revolutions (see the cost of a recompute above): use the heap.
 
-// Wired into `TimerQueue` in a later commit; until then only the tests use it.
-#![cfg_attr(not(test), allow(dead_code))]
-
 use std::cell::Cell;
 
 use super::{DelayQueue, Key, Nanos, Slab};

@@ -17,6 +17,10 @@
 //! * Time is `u64` nanoseconds on the executor's monotonic clock; the
 //!   largest value means "never" in practice (~584 years).
 
+use std::time::Duration;
+
+use crate::clock;
+use crate::error::BuildError;
 use crate::sync::{AtomicU64, Ordering};
 
 pub(crate) mod driver;
@@ -74,6 +78,11 @@ impl KeySlot {
 /// let pool = ScheduledExecutor::builder().timer_queue(TimerQueue::heap()).build()?;
 /// # Ok::<(), chronopool::BuildError>(())
 /// ```
+///
+/// A wheel's settings are checked by
+/// [`Builder::build`](crate::Builder::build): a tick of zero or of more
+/// than [`MAX_WHEEL_TICK`], or a number of slots of zero or more than
+/// [`MAX_WHEEL_SLOTS`], is a [`BuildError`](crate::BuildError).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TimerQueue(Backend);
 
@@ -81,7 +90,19 @@ pub struct TimerQueue(Backend);
 enum Backend {
     #[default]
     Heap,
+    HashedWheel {
+        tick: Duration,
+        slots: usize,
+    },
 }
+
+/// The largest tick a timing wheel accepts: one hour (a coarser wheel
+/// would round every deadline by hours; it also keeps a revolution of the
+/// largest hashed wheel within the clock's range).
+pub const MAX_WHEEL_TICK: Duration = Duration::from_secs(3600);
+
+/// The most slots a hashed wheel accepts: 2^20 (8 MiB of bucket heads).
+pub const MAX_WHEEL_SLOTS: usize = hashed_wheel::MAX_SLOTS;
 
 impl TimerQueue {
     /// An indexed 4-ary heap (the JDK's `DelayedWorkQueue`, improved):
@@ -91,10 +112,78 @@ impl TimerQueue {
         TimerQueue(Backend::Heap)
     }
 
-    /// A fresh, empty backend of this kind.
+    /// A hashed timing wheel (Netty's `HashedWheelTimer`, improved) with a
+    /// 1 ms tick and 512 slots: O(1) insert and cancel; deadlines rounded
+    /// up to the tick (a task may run up to one tick late, never early).
+    /// Best for many short, similar time-outs (up to a few revolutions of
+    /// 512 ms); see [`hashed_wheel_with`](Self::hashed_wheel_with).
+    ///
+    /// ```
+    /// use chronopool::{ScheduledExecutor, TimerQueue};
+    ///
+    /// let pool = ScheduledExecutor::builder()
+    ///     .timer_queue(TimerQueue::hashed_wheel())
+    ///     .build()?;
+    /// # Ok::<(), chronopool::BuildError>(())
+    /// ```
+    pub fn hashed_wheel() -> Self {
+        TimerQueue(Backend::HashedWheel {
+            tick: Duration::from_nanos(hashed_wheel::DEFAULT_TICK),
+            slots: hashed_wheel::DEFAULT_SLOTS,
+        })
+    }
+
+    /// A hashed timing wheel with the given tick and number of slots, the
+    /// latter rounded up to a power of two (as Netty does). One revolution
+    /// is `tick × slots`; entries further out wait in their slot for later
+    /// revolutions, which makes finding the next deadline slower, so pick
+    /// a revolution longer than most delays.
+    ///
+    /// ```
+    /// use chronopool::{BuildError, ScheduledExecutor, TimerQueue};
+    /// use std::time::Duration;
+    ///
+    /// let wheel = TimerQueue::hashed_wheel_with(Duration::from_micros(100), 1000);
+    /// let pool = ScheduledExecutor::builder().timer_queue(wheel).build()?;
+    ///
+    /// let zero_tick = TimerQueue::hashed_wheel_with(Duration::ZERO, 512);
+    /// let refused = ScheduledExecutor::builder().timer_queue(zero_tick).build();
+    /// assert!(matches!(refused, Err(BuildError::WheelTick(_))));
+    /// # Ok::<(), BuildError>(())
+    /// ```
+    pub fn hashed_wheel_with(tick: Duration, slots: usize) -> Self {
+        TimerQueue(Backend::HashedWheel { tick, slots })
+    }
+
+    /// Checks the settings (see the type doc).
+    pub(crate) fn validate(self) -> Result<(), BuildError> {
+        let check_tick = |tick: Duration| {
+            if tick.is_zero() || tick > MAX_WHEEL_TICK {
+                Err(BuildError::WheelTick(tick))
+            } else {
+                Ok(())
+            }
+        };
+        match self.0 {
+            Backend::Heap => Ok(()),
+            Backend::HashedWheel { tick, slots } => {
+                check_tick(tick)?;
+                if slots == 0 || slots > MAX_WHEEL_SLOTS {
+                    return Err(BuildError::WheelSlots(slots));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A fresh, empty backend of this kind (the settings were validated).
     pub(crate) fn build<T: Send + 'static>(self) -> Box<dyn DelayQueue<T> + Send> {
         match self.0 {
             Backend::Heap => Box::new(heap::IndexedHeap::default()),
+            Backend::HashedWheel { tick, slots } => Box::new(hashed_wheel::HashedWheel::new(
+                clock::nanos(tick),
+                slots.next_power_of_two(),
+            )),
         }
     }
 }
