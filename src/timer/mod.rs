@@ -21,6 +21,7 @@ use crate::sync::{AtomicU64, Ordering};
 
 pub(crate) mod driver;
 pub(crate) mod heap;
+pub(crate) mod hierarchical_wheel;
 
 #[cfg(all(test, not(loom)))]
 mod model_test;
@@ -229,6 +230,14 @@ impl<E> Slab<E> {
                 Some(entry)
             }
             _ => None,
+        }
+    }
+
+    /// The entry in `slot`, which the caller knows to be occupied.
+    pub(crate) fn at(&self, slot: u32) -> &E {
+        match &self.slots[slot as usize] {
+            SlabSlot::Occupied { entry, .. } => entry,
+            SlabSlot::Vacant { .. } => unreachable!("slot {slot} is occupied"),
         }
     }
 
