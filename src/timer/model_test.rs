@@ -190,4 +190,8 @@ macro_rules! backends {
 
 backends! {
     indexed_heap_matches_the_model => super::heap::IndexedHeap::<u64>::default(),
+    hierarchical_wheel_1ns_matches_the_model => super::hierarchical_wheel::HierarchicalWheel::<u64>::new(1),
+    hierarchical_wheel_7ns_matches_the_model => super::hierarchical_wheel::HierarchicalWheel::<u64>::new(7),
+    hierarchical_wheel_1us_matches_the_model => super::hierarchical_wheel::HierarchicalWheel::<u64>::new(1_000),
+    hierarchical_wheel_1ms_matches_the_model => super::hierarchical_wheel::HierarchicalWheel::<u64>::default(),
 }
