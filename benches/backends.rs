@@ -34,6 +34,7 @@ type MakeQueue = fn() -> TimerQueue;
 const QUEUES: &[(&str, MakeQueue)] = &[
     ("heap", TimerQueue::heap),
     ("hashed_wheel", TimerQueue::hashed_wheel),
+    ("hierarchical_wheel", TimerQueue::hierarchical_wheel),
 ];
 
 /// Operations measured per timed batch.

@@ -50,6 +50,8 @@ fn invalid_wheel_settings_are_errors() {
             "{err}"
         );
         assert!(err.to_string().contains("tick"));
+        let err = build(TimerQueue::hierarchical_wheel_with(tick)).unwrap_err();
+        assert!(matches!(err, BuildError::WheelTick(t) if t == tick));
     }
     for slots in [0, MAX_WHEEL_SLOTS + 1, usize::MAX] {
         let err = build(TimerQueue::hashed_wheel_with(
@@ -65,9 +67,11 @@ fn invalid_wheel_settings_are_errors() {
         MAX_WHEEL_SLOTS,
     ))
     .unwrap();
+    build(TimerQueue::hierarchical_wheel_with(MAX_WHEEL_TICK)).unwrap();
     // ...and a 1 ns tick, or slots not a power of two (rounded up, as Netty
     // does), work.
     for queue in [
+        TimerQueue::hierarchical_wheel_with(Duration::from_nanos(1)),
         TimerQueue::hashed_wheel_with(Duration::from_nanos(1), 1),
         TimerQueue::hashed_wheel_with(Duration::from_millis(1), 1000),
     ] {

@@ -806,3 +806,9 @@ backend_suite!(
     small_hashed_wheel,
     TimerQueue::hashed_wheel_with(Duration::from_micros(50), 4)
 );
+backend_suite!(hierarchical_wheel, TimerQueue::hierarchical_wheel());
+// A fine tick: the delays of the suite cross several levels.
+backend_suite!(
+    fine_hierarchical_wheel,
+    TimerQueue::hierarchical_wheel_with(Duration::from_nanos(100))
+);

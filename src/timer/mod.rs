@@ -26,6 +26,7 @@ use crate::sync::{AtomicU64, Ordering};
 pub(crate) mod driver;
 pub(crate) mod hashed_wheel;
 pub(crate) mod heap;
+pub(crate) mod hierarchical_wheel;
 
 #[cfg(all(test, not(loom)))]
 mod model_test;
@@ -94,6 +95,9 @@ enum Backend {
         tick: Duration,
         slots: usize,
     },
+    HierarchicalWheel {
+        tick: Duration,
+    },
 }
 
 /// The largest tick a timing wheel accepts: one hour (a coarser wheel
@@ -155,6 +159,42 @@ impl TimerQueue {
         TimerQueue(Backend::HashedWheel { tick, slots })
     }
 
+    /// A hierarchical timing wheel (Linux's, tokio's, Kafka's overflow
+    /// wheels) with a 1 ms tick: levels of 64 slots, each 64 times coarser
+    /// than the one below, found through occupancy bitmaps; O(1) insert and
+    /// cancel for any delay (a timer a year out costs what one a second
+    /// out does); deadlines rounded up to the tick (a task may run up to
+    /// one tick late, never early). Best for many timers over wide spans.
+    ///
+    /// ```
+    /// use chronopool::{ScheduledExecutor, TimerQueue};
+    ///
+    /// let pool = ScheduledExecutor::builder()
+    ///     .timer_queue(TimerQueue::hierarchical_wheel())
+    ///     .build()?;
+    /// # Ok::<(), chronopool::BuildError>(())
+    /// ```
+    pub fn hierarchical_wheel() -> Self {
+        TimerQueue(Backend::HierarchicalWheel {
+            tick: Duration::from_nanos(hierarchical_wheel::HierarchicalWheel::<()>::DEFAULT_TICK),
+        })
+    }
+
+    /// A hierarchical timing wheel with the given tick (the finest level's
+    /// slot; the lateness bound).
+    ///
+    /// ```
+    /// use chronopool::{ScheduledExecutor, TimerQueue};
+    /// use std::time::Duration;
+    ///
+    /// let fine = TimerQueue::hierarchical_wheel_with(Duration::from_micros(10));
+    /// let pool = ScheduledExecutor::builder().timer_queue(fine).build()?;
+    /// # Ok::<(), chronopool::BuildError>(())
+    /// ```
+    pub fn hierarchical_wheel_with(tick: Duration) -> Self {
+        TimerQueue(Backend::HierarchicalWheel { tick })
+    }
+
     /// Checks the settings (see the type doc).
     pub(crate) fn validate(self) -> Result<(), BuildError> {
         let check_tick = |tick: Duration| {
@@ -173,6 +213,7 @@ impl TimerQueue {
                 }
                 Ok(())
             }
+            Backend::HierarchicalWheel { tick } => check_tick(tick),
         }
     }
 
@@ -184,6 +225,9 @@ impl TimerQueue {
                 clock::nanos(tick),
                 slots.next_power_of_two(),
             )),
+            Backend::HierarchicalWheel { tick } => Box::new(
+                hierarchical_wheel::HierarchicalWheel::new(clock::nanos(tick)),
+            ),
         }
     }
 }
@@ -323,16 +367,16 @@ impl<E> Slab<E> {
     }
 
     /// The entry in `slot`, which the caller knows to be occupied.
-    pub(crate) fn at_mut(&mut self, slot: u32) -> &mut E {
-        match &mut self.slots[slot as usize] {
+    pub(crate) fn at(&self, slot: u32) -> &E {
+        match &self.slots[slot as usize] {
             SlabSlot::Occupied { entry, .. } => entry,
             SlabSlot::Vacant { .. } => unreachable!("slot {slot} is occupied"),
         }
     }
 
-    /// The entry in `slot`, which the caller knows to be occupied (read-only).
-    pub(crate) fn at(&self, slot: u32) -> &E {
-        match &self.slots[slot as usize] {
+    /// The entry in `slot`, which the caller knows to be occupied.
+    pub(crate) fn at_mut(&mut self, slot: u32) -> &mut E {
+        match &mut self.slots[slot as usize] {
             SlabSlot::Occupied { entry, .. } => entry,
             SlabSlot::Vacant { .. } => unreachable!("slot {slot} is occupied"),
         }

@@ -194,4 +194,8 @@ backends! {
     hashed_wheel_1us_8_slots_matches_the_model => super::hashed_wheel::HashedWheel::<u64>::new(1_000, 8),
     hashed_wheel_default_matches_the_model => super::hashed_wheel::HashedWheel::<u64>::default(),
     hashed_wheel_7ns_64_slots_matches_the_model => super::hashed_wheel::HashedWheel::<u64>::new(7, 64),
+    hierarchical_wheel_1ns_matches_the_model => super::hierarchical_wheel::HierarchicalWheel::<u64>::new(1),
+    hierarchical_wheel_7ns_matches_the_model => super::hierarchical_wheel::HierarchicalWheel::<u64>::new(7),
+    hierarchical_wheel_1us_matches_the_model => super::hierarchical_wheel::HierarchicalWheel::<u64>::new(1_000),
+    hierarchical_wheel_1ms_matches_the_model => super::hierarchical_wheel::HierarchicalWheel::<u64>::default(),
 }
