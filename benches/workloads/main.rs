@@ -1,11 +1,12 @@
 //! The workloads of the shared benchmark spec (`shared/bench/WORKLOADS.md`
 //! beside the repository; this bench keeps its own copy of what it needs
-//! and builds and runs without it), on chronopool.
+//! and builds and runs without it), on chronopool and on Rust peers in the
+//! same process.
 //!
 //! ```text
 //! cargo bench --bench workloads                     # every workload, every system
 //! cargo bench --bench workloads -- spawn latency    # some workloads
-//! SYSTEMS=chronopool-heap cargo bench --bench workloads
+//! SYSTEMS=chronopool-heap,tokio cargo bench --bench workloads
 //! SCALE=0.1 REPS=1 cargo bench --bench workloads    # a quick look
 //! ```
 //!
@@ -14,7 +15,9 @@
 //! default 3), `THREADS` (worker threads per system; default 2).
 //!
 //! Systems: `chronopool-heap` (one per timer queue backend, see
-//! `systems/mod.rs`). A workload a system cannot do prints nothing.
+//! `systems/mod.rs`), and the peers `tokio`, `scheduled-thread-pool`,
+//! `rayon`, `threadpool` (named as in the shared peer harness). A
+//! workload a system cannot do (timers in a plain pool) prints nothing.
 //!
 //! stdout: the spec's JSON lines and nothing else, one per (system,
 //! workload, metric): the median of `REPS` repetitions, each on a fresh

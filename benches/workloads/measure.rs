@@ -103,6 +103,31 @@ impl Completion {
 /// its executor is gone before the next one starts.
 pub static DONE: Completion = Completion::new();
 
+/// Counts events (rayon's worker exits) and lets a thread wait for `n`.
+#[derive(Default)]
+pub struct Latch {
+    n: Mutex<usize>,
+    cv: Condvar,
+}
+
+impl Latch {
+    /// One more event.
+    pub fn count_up(&self) {
+        *self.n.lock().unwrap() += 1;
+        self.cv.notify_all();
+    }
+
+    /// Waits until `n` events happened; false after `timeout`.
+    pub fn wait_for(&self, n: usize, timeout: Duration) -> bool {
+        let guard = self.n.lock().unwrap();
+        let (_guard, res) = self
+            .cv
+            .wait_timeout_while(guard, timeout, |c| *c < n)
+            .unwrap();
+        !res.timed_out()
+    }
+}
+
 // ------------------------------------------------------------ lateness slots
 
 /// A slot nothing was recorded in.

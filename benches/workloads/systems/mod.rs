@@ -16,6 +16,10 @@ use crate::workload::{Metrics, Params, Workload};
 use crate::{spawn, timers};
 
 mod chronopool_sys;
+mod rayon_peer;
+mod stp_peer;
+mod threadpool_peer;
+mod tokio_peer;
 
 /// Makes the timer queue of a chronopool system.
 type QueueFn = fn() -> TimerQueue;
@@ -27,23 +31,38 @@ const CHRONOPOOL: &[(&str, QueueFn)] = &[
     ("chronopool-heap", TimerQueue::heap),
 ];
 
-/// Every system, in output order.
+/// Every system, in output order: chronopool's, then the peers (named as
+/// in the shared peer harness, so that figures are comparable).
 pub fn all() -> Vec<Entry> {
-    CHRONOPOOL
-        .iter()
-        .map(|&(name, queue)| {
-            Register::<chronopool_sys::Chronopool>::new(name, queue)
-                .tree()
-                .timers()
-                .into()
-        })
-        .collect()
+    let ours = CHRONOPOOL.iter().map(|&(name, queue)| {
+        Register::<chronopool_sys::Chronopool>::new(name, queue)
+            .tree()
+            .timers()
+            .into()
+    });
+    let peers = [
+        Register::<tokio_peer::Tokio>::new("tokio", ())
+            .tree()
+            .timers()
+            .into(),
+        Register::<stp_peer::Stp>::new("scheduled-thread-pool", ())
+            .tree()
+            .timers()
+            .into(),
+        Register::<rayon_peer::Rayon>::new("rayon", ())
+            .tree()
+            .into(),
+        Register::<threadpool_peer::Tp>::new("threadpool", ())
+            .tree()
+            .into(),
+    ];
+    ours.chain(peers).collect()
 }
 
 /// An executor of one system, fresh for each repetition.
 pub trait Executor: Sized + 'static {
     /// What tells systems of one implementation apart (chronopool's timer
-    /// queue).
+    /// queue); `()` for the peers.
     type Config: Copy + 'static;
 
     /// Starts an executor with `threads` worker threads.
