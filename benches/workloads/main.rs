@@ -21,9 +21,12 @@
 //!
 //! stdout: the spec's JSON lines and nothing else, one per (system,
 //! workload, metric): the median of `REPS` repetitions, each on a fresh
-//! executor, after one warm-up run at 10% of the work. stderr: progress
-//! and each repetition's figures. Exit status: 1 if a workload failed (its
-//! lines are missing), 2 on bad arguments.
+//! executor, after one warm-up run at 10% of the work. stderr: progress,
+//! each repetition's figures with the CPU other processes used meanwhile,
+//! and at the end a table of chronopool beside the best peer (see
+//! `report.rs` for its rules). Exit status: 1 if a workload failed (its
+//! lines are missing), 2 on bad arguments. `benches/chart.py` draws the
+//! JSON lines (this bench's and the other harnesses') as SVG bar charts.
 //!
 //! The measurement rules are the spec's: delays from xorshift64* seeded
 //! with 42; a task body that increments one shared atomic counter and
@@ -41,8 +44,9 @@ mod workload;
 use std::process::ExitCode;
 use std::time::Instant;
 
+use measure::OtherLoad;
 use report::Record;
-use systems::{Entry, RunFn};
+use systems::{Entry, Kind, RunFn};
 use workload::{Metrics, Params, Workload};
 
 /// What to run, from the arguments and the environment.
@@ -140,7 +144,7 @@ fn selected_systems() -> Result<Vec<Entry>, String> {
 }
 
 /// Runs every selected workload on every selected system, prints the JSON
-/// lines as they come; false if any failed.
+/// lines as they come and the summary at the end; false if any failed.
 fn run_all(config: &Config) -> bool {
     let names: Vec<&str> = config.systems.iter().map(|s| s.name).collect();
     let workloads: Vec<&str> = config.workloads.iter().map(|w| w.name()).collect();
@@ -153,24 +157,44 @@ fn run_all(config: &Config) -> bool {
         config.threads
     );
     let started = Instant::now();
+    let mut load = OtherLoad::default();
+    let mut records = Vec::new();
     let mut ok = true;
     for system in &config.systems {
         // A workload the system cannot do is skipped without a line.
         for &w in &config.workloads {
             let Some(run) = system.run(w) else { continue };
-            ok &= run_workload(system, w, run, config).is_some();
+            match run_workload(system, w, run, config, &mut load) {
+                Some(medians) => records.extend(medians),
+                None => ok = false,
+            }
         }
     }
     eprintln!(
-        "workloads: done in {:.1} s",
-        started.elapsed().as_secs_f64()
+        "workloads: done in {:.1} s; other processes used at most {:.1}% of the CPUs \
+         during a repetition of 0.5 s or more",
+        started.elapsed().as_secs_f64(),
+        load.max_pct
     );
+    let ours: Vec<&'static str> = config
+        .systems
+        .iter()
+        .filter(|s| s.kind == Kind::Chronopool)
+        .map(|s| s.name)
+        .collect();
+    report::print_summary(&records, &ours);
     ok
 }
 
 /// Warm-up, then the measured repetitions of `w` (`run`) on `system`; prints and
 /// returns the medians; `None` if a run failed.
-fn run_workload(system: &Entry, w: Workload, run: &RunFn, config: &Config) -> Option<Vec<Record>> {
+fn run_workload(
+    system: &Entry,
+    w: Workload,
+    run: &RunFn,
+    config: &Config,
+    load: &mut OtherLoad,
+) -> Option<Vec<Record>> {
     let tag = format!("[{}] {}", system.name, w.name());
     let mut params = Params {
         scale: config.scale,
@@ -185,13 +209,16 @@ fn run_workload(system: &Entry, w: Workload, run: &RunFn, config: &Config) -> Op
     params.warmup = false;
     let mut reps: Vec<Metrics> = Vec::with_capacity(config.reps);
     for r in 1..=config.reps {
-        match run(&params) {
+        let span = load.begin();
+        let outcome = run(&params);
+        let other = load.end(span);
+        match outcome {
             Ok(m) => {
-                eprintln!("{tag}: rep {r}/{}: {}", config.reps, shown(&m));
+                eprintln!("{tag}: rep {r}/{}: {}  ({other})", config.reps, shown(&m));
                 reps.push(m);
             }
             Err(e) => {
-                eprintln!("{tag}: rep {r} FAILED: {e}");
+                eprintln!("{tag}: rep {r} FAILED: {e}  ({other})");
                 return None;
             }
         }
@@ -219,6 +246,7 @@ fn medians(system: &Entry, w: Workload, reps: &[Metrics]) -> Vec<Record> {
         .enumerate()
         .map(|(i, &(metric, _))| Record {
             system: system.name,
+            kind: system.kind,
             workload: w,
             metric,
             value: measure::median(reps.iter().map(|m| m[i].1).collect()),

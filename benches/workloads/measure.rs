@@ -1,7 +1,7 @@
 //! Measurement plumbing every workload shares: the monotonic clock, the
 //! task body's counter and completion signal, per-task lateness slots, the
-//! spec's delay generator, statistics, and readers of process state
-//! (`/proc/self`, the process CPU clock).
+//! spec's delay generator, statistics, and readers of process and machine
+//! state (`/proc`, CPU clocks).
 
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
@@ -274,4 +274,77 @@ pub fn cpu_ns() -> i64 {
     #[allow(clippy::unnecessary_cast)] // time_t and c_long are not i64 everywhere
     let ns = ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64;
     ns
+}
+
+// ------------------------------------------------------------ machine
+
+/// Busy time of the whole machine (every process, every CPU) in ns, and
+/// the number of CPUs, from `/proc/stat`: user + nice + system + irq +
+/// softirq + steal (steal: time the hypervisor gave our CPUs to others).
+/// Clock-tick resolution (10 ms).
+fn machine_busy() -> (i64, usize) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let cpus = stat
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .count();
+    let ticks: Vec<i64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    if ticks.len() < 8 {
+        return (0, cpus.max(1));
+    }
+    // SAFETY: sysconf has no preconditions.
+    #[allow(clippy::unnecessary_cast)] // c_long is not i64 everywhere
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as i64;
+    let busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7];
+    (busy * (1_000_000_000 / hz), cpus.max(1))
+}
+
+/// CPU that other processes used while a repetition ran: the machine's
+/// busy time minus this process's CPU time, as a share of all CPUs.
+/// Figures taken while it was more than a few percent were disturbed.
+#[derive(Default)]
+pub struct OtherLoad {
+    /// The largest share seen over spans of 0.5 s or more, in percent.
+    pub max_pct: f64,
+}
+
+/// Where a span measured by [`OtherLoad`] began.
+pub struct Span {
+    busy: i64,
+    own: i64,
+    t: Instant,
+}
+
+impl OtherLoad {
+    /// Starts a span.
+    pub fn begin(&self) -> Span {
+        Span {
+            busy: machine_busy().0,
+            own: cpu_ns(),
+            t: Instant::now(),
+        }
+    }
+
+    /// Ends a span: a description for stderr.
+    pub fn end(&mut self, s: Span) -> String {
+        let wall = s.t.elapsed();
+        let (busy, cpus) = machine_busy();
+        let other = ((busy - s.busy) - (cpu_ns() - s.own)).max(0);
+        let pct = 100.0 * other as f64 / (wall.as_nanos() as f64 * cpus as f64);
+        if wall >= Duration::from_millis(500) {
+            self.max_pct = self.max_pct.max(pct);
+        }
+        format!(
+            "other processes: {:.0} ms CPU = {pct:.1}% of {cpus} CPUs over {:.0} ms",
+            other as f64 / 1e6,
+            wall.as_secs_f64() * 1e3
+        )
+    }
 }

@@ -35,24 +35,24 @@ const CHRONOPOOL: &[(&str, QueueFn)] = &[
 /// in the shared peer harness, so that figures are comparable).
 pub fn all() -> Vec<Entry> {
     let ours = CHRONOPOOL.iter().map(|&(name, queue)| {
-        Register::<chronopool_sys::Chronopool>::new(name, queue)
+        Register::<chronopool_sys::Chronopool>::new(name, Kind::Chronopool, queue)
             .tree()
             .timers()
             .into()
     });
     let peers = [
-        Register::<tokio_peer::Tokio>::new("tokio", ())
+        Register::<tokio_peer::Tokio>::new("tokio", Kind::Peer, ())
             .tree()
             .timers()
             .into(),
-        Register::<stp_peer::Stp>::new("scheduled-thread-pool", ())
+        Register::<stp_peer::Stp>::new("scheduled-thread-pool", Kind::Peer, ())
             .tree()
             .timers()
             .into(),
-        Register::<rayon_peer::Rayon>::new("rayon", ())
+        Register::<rayon_peer::Rayon>::new("rayon", Kind::Peer, ())
             .tree()
             .into(),
-        Register::<threadpool_peer::Tp>::new("threadpool", ())
+        Register::<threadpool_peer::Tp>::new("threadpool", Kind::Peer, ())
             .tree()
             .into(),
     ];
@@ -123,13 +123,24 @@ pub trait Timers: Executor {
     fn cancel_periodic(h: Self::Periodic);
 }
 
+/// Whose system it is: the summary compares chronopool's with the peers'.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A configuration of this crate.
+    Chronopool,
+    /// An existing executor measured beside it.
+    Peer,
+}
+
 /// One repetition of one workload on one system.
 pub type RunFn = Box<dyn Fn(&Params) -> Result<Metrics, String>>;
 
-/// One system: its name and the workloads it can do.
+/// One system: its name, whose it is, and the workloads it can do.
 pub struct Entry {
     /// The `system` field of the output.
     pub name: &'static str,
+    /// Chronopool's or a peer.
+    pub kind: Kind,
     runs: Vec<(Workload, RunFn)>,
 }
 
@@ -151,10 +162,10 @@ type Generic<S> = fn(&<S as Executor>::Config, &Params) -> Result<Metrics, Strin
 
 impl<S: Executor> Register<S> {
     /// A system doing `spawn`.
-    pub fn new(name: &'static str, config: S::Config) -> Self {
+    pub fn new(name: &'static str, kind: Kind, config: S::Config) -> Self {
         let runs = Vec::new();
         Register {
-            entry: Entry { name, runs },
+            entry: Entry { name, kind, runs },
             config,
         }
         .with(Workload::Spawn, spawn::spawn::<S>)
