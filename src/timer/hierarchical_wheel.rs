@@ -44,9 +44,9 @@
 //!   for why). On level 0 that slot's tick is exact. On a coarser level the
 //!   slot spans many ticks, and its start is only a cascade point: reporting
 //!   it (as tokio's and Kafka's wheels do) would wake the timer thread for
-//!   nothing. Instead the slot's minimum tick is computed by a scan of its
-//!   list and cached per level (lowered in O(1) by inserts, dropped when
-//!   that minimum entry leaves or the slot cascades, recomputed lazily).
+//!   nothing. Instead each coarse slot keeps its minimum tick, set by its
+//!   first entry and lowered by later ones in O(1); only a cancel of the
+//!   entry holding it loses it, and one scan of that slot finds it again.
 //! * **FIFO among equal deadlines**: entries with equal deadlines in the
 //!   wheel together have equal ticks (an overdue one gets the wheel's time,
 //!   which cannot have passed an entry still in the wheel), hence the same
@@ -79,17 +79,18 @@
 //! * `pop_due`: O(1) per entry popped, plus the cascades of the slots it
 //!   reaches (each entry at most once per level: O(levels) per entry over
 //!   its life, not per call). Time jumps cost nothing.
-//! * `next_due`: O(1) (two bit scans) when the earliest entry is on level 0
-//!   or its level's cached minimum holds; otherwise a scan of that one
-//!   slot's list, O(k) for its k entries, after which it holds again. A
-//!   level's cache is lost only when an entry with the cached tick is
-//!   cancelled, or when an earlier slot of the same level took the cache
-//!   (and is later emptied); inserts, pops and cascades elsewhere keep it.
-//!   So the timer thread's call after each batch is O(1) amortised, but a
+//! * `next_due`: O(1) (two bit scans and the slot's kept minimum), except
+//!   after the entry holding a coarse slot's minimum was cancelled: then a
+//!   scan of that one slot's list, O(k) for its k entries, after which it
+//!   holds again. (A first version kept one minimum per level, lost at each
+//!   cascade: with a million timers over a second, each 64 ms slot of level
+//!   1 then needed a scan of ~64,000 entries when it became the earliest,
+//!   which made the `timer-fire` workload's median lateness ~5 ms.) A
 //!   pathological load (cancelling, again and again, the earliest of many
 //!   timers sharing one coarse slot) pays O(k) per call.
 //! * `drain`: O(n + occupied slots). `len`: O(1).
-//! * Memory: fixed, 11 × 64 slots of 8 bytes (5.5 KiB), 11 bitmap words and
+//! * Memory: fixed, 11 × 64 slots of 8 bytes (5.5 KiB) and their kept
+//!   minima (16 bytes each, 11 KiB), 11 bitmap words and
 //!   a few words of state; per entry one slab slot: the value, its tick
 //!   (8 bytes), `prev` and `next` (8 bytes) and the slab's generation, 40
 //!   bytes for a 16-byte value such as `Arc<dyn Trait>`. The slab frees its
@@ -153,13 +154,6 @@ struct Entry<T> {
     next: u32,
 }
 
-/// A level's cached minimum: the earliest tick in one slot of that level.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct SlotMin {
-    slot: usize,
-    tick: u64,
-}
-
 /// The hierarchical timing wheel (see the module doc).
 pub(crate) struct HierarchicalWheel<T> {
     /// The length of a tick, in ns (at least 1).
@@ -173,10 +167,12 @@ pub(crate) struct HierarchicalWheel<T> {
     occupied: [u64; LEVELS],
     /// Bit `l` set iff `occupied[l] != 0`.
     occupied_levels: u16,
-    /// Per level (0 unused: its slots are single ticks), the minimum tick of
-    /// one of its slots, when known: always exact for that slot's current
-    /// entries (and the slot then not empty).
-    slot_min: [Cell<Option<SlotMin>>; LEVELS],
+    /// Per slot of the levels above 0 (a level-0 slot is a single tick),
+    /// the earliest tick of its entries when known (`None`: unknown, or
+    /// empty). Kept by every insert in O(1) (a slot's first entry sets it,
+    /// later ones lower it); lost only when the entry holding it leaves
+    /// early (a cancel), then found again by one scan of that slot.
+    slot_min: Box<[Cell<Option<u64>>]>,
     slab: Slab<Entry<T>>,
 }
 
@@ -227,7 +223,7 @@ impl<T> HierarchicalWheel<T> {
             lists: vec![List::EMPTY; LEVELS * SLOTS].into_boxed_slice(),
             occupied: [0; LEVELS],
             occupied_levels: 0,
-            slot_min: Default::default(),
+            slot_min: (0..LEVELS * SLOTS).map(|_| Cell::new(None)).collect(),
             slab: Slab::default(),
         }
     }
@@ -323,10 +319,12 @@ impl<T> HierarchicalWheel<T> {
             self.slab.at_mut(tail).next = idx;
         }
         self.lists[list].tail = idx;
-        let cached = &self.slot_min[level];
-        if let Some(min) = cached.get() {
-            if min.slot == slot && tick < min.tick {
-                cached.set(Some(SlotMin { slot, tick }));
+        if level > 0 {
+            let min = &self.slot_min[list];
+            if tail == NO_SLOT {
+                min.set(Some(tick));
+            } else if let Some(known) = min.get() {
+                min.set(Some(known.min(tick)));
             }
         }
     }
@@ -353,16 +351,11 @@ impl<T> HierarchicalWheel<T> {
         }
         if self.lists[list].head == NO_SLOT {
             self.clear_slot(level, slot);
-        }
-        // The cached minimum may have left (another entry of the same tick
-        // may remain: recomputed then, harmlessly).
-        if self.slot_min[level].get()
-            == Some(SlotMin {
-                slot,
-                tick: entry.tick,
-            })
-        {
-            self.slot_min[level].set(None);
+            self.slot_min[list].set(None);
+        } else if self.slot_min[list].get() == Some(entry.tick) {
+            // The minimum may have left (another entry of the same tick may
+            // remain: found again by a scan, harmlessly).
+            self.slot_min[list].set(None);
         }
     }
 
@@ -380,12 +373,7 @@ impl<T> HierarchicalWheel<T> {
     fn cascade(&mut self, level: usize, slot: usize) {
         let list = std::mem::replace(&mut self.lists[level * SLOTS + slot], List::EMPTY);
         self.clear_slot(level, slot);
-        if self.slot_min[level]
-            .get()
-            .is_some_and(|min| min.slot == slot)
-        {
-            self.slot_min[level].set(None);
-        }
+        self.slot_min[level * SLOTS + slot].set(None);
         let mut idx = list.head;
         while idx != NO_SLOT {
             let entry = self.slab.at(idx);
@@ -399,11 +387,9 @@ impl<T> HierarchicalWheel<T> {
     /// The earliest tick in `slot` of `level` (> 0): cached, or found by a
     /// scan of its list and cached.
     fn earliest_in(&self, level: usize, slot: usize) -> u64 {
-        let cached = &self.slot_min[level];
+        let cached = &self.slot_min[level * SLOTS + slot];
         if let Some(min) = cached.get() {
-            if min.slot == slot {
-                return min.tick;
-            }
+            return min;
         }
         let mut tick = u64::MAX;
         let mut idx = self.lists[level * SLOTS + slot].head;
@@ -412,7 +398,7 @@ impl<T> HierarchicalWheel<T> {
             tick = tick.min(entry.tick);
             idx = entry.next;
         }
-        cached.set(Some(SlotMin { slot, tick }));
+        cached.set(Some(tick));
         tick
     }
 }
@@ -503,7 +489,9 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
                     all.push(entry.value);
                 }
             }
-            self.slot_min[level].set(None);
+        }
+        for min in self.slot_min.iter() {
+            min.set(None);
         }
         all
     }
@@ -546,10 +534,9 @@ mod tests {
                     (prev, idx) = (idx, entry.next);
                 }
                 assert_eq!(list.tail, prev, "tail of {level}/{slot}");
-                if let Some(cached) = q.slot_min[level].get() {
-                    if cached.slot == slot {
-                        assert_eq!(cached.tick, min, "cached minimum of {level}/{slot}");
-                    }
+                if let Some(cached) = q.slot_min[level * SLOTS + slot].get() {
+                    assert!(level > 0, "a cached minimum on level 0");
+                    assert_eq!(cached, min, "cached minimum of {level}/{slot}");
                 }
             }
             assert_eq!(
