@@ -30,7 +30,10 @@ const CHRONOPOOL: &[(&str, QueueFn)] = &[
     // (system name, timer queue backend)
     ("chronopool-heap", TimerQueue::heap),
     ("chronopool-hashed-wheel", TimerQueue::hashed_wheel),
-    ("chronopool-hierarchical-wheel", TimerQueue::hierarchical_wheel),
+    (
+        "chronopool-hierarchical-wheel",
+        TimerQueue::hierarchical_wheel,
+    ),
 ];
 
 /// Every system, in output order: chronopool's, then the peers (named as
