@@ -71,6 +71,10 @@ pub(crate) mod thread {
 
     #[cfg(loom)]
     pub(crate) use loom::thread::{current, Builder, JoinHandle};
+
+    /// Spawns a modelled thread (loom models only).
+    #[cfg(all(test, loom))]
+    pub(crate) use loom::thread::spawn;
 }
 
 /// `thread_local!`: std's, or loom's (std's would be shared by all the

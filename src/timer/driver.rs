@@ -209,14 +209,21 @@ impl Timer {
         self.parker.unpark();
     }
 
-    /// Applies the queued commands to the backend.
-    fn apply_commands(&self, queue: &mut Queue) {
+    /// The timer thread sleeps until `next` (nanoseconds on the clock), or
+    /// until woken; without a deadline if `None`. (Under loom a deadline
+    /// never passes: a model wakes it with [`wake`](Self::wake).)
+    fn sleep_until(&self, next: Option<Nanos>) {
+        let wake_at: Option<Instant> = next.and_then(|n| self.clock.instant_of(n));
+        self.parker.park_until(wake_at);
+    }
+
+    /// Applies the queued commands to the backend; `now` is one clock read
+    /// for the whole batch: a wheel places entries relative to it, and a few
+    /// microseconds of staleness only make it place them slightly coarser
+    /// (never early: deadlines are absolute).
+    fn apply_commands(&self, queue: &mut Queue, now: Nanos) {
         self.backlog.store(0, Ordering::Relaxed);
         self.removals_waiting.store(false, Ordering::SeqCst);
-        // One clock read per batch: a wheel places entries relative to it,
-        // and a few microseconds of staleness only make it place them
-        // slightly coarser (never early: deadlines are absolute).
-        let now = self.clock.now();
         loop {
             match self.commands.steal() {
                 Steal::Success(Command::Insert(entry)) => self.place(queue, entry, now),
@@ -284,7 +291,7 @@ impl Timer {
     /// those still in the command queue.
     pub(crate) fn drain(&self) -> Vec<Job> {
         let mut queue = self.queue.lock();
-        self.apply_commands(&mut queue);
+        self.apply_commands(&mut queue, self.clock.now());
         let entries = queue.drain();
         self.pending.fetch_sub(entries.len(), Ordering::SeqCst);
         entries.into_iter().map(|entry| entry.into_job()).collect()
@@ -338,57 +345,88 @@ fn set_timer_slack(nanos: u64) {
 
 /// The body of the timer thread of `pool`.
 pub(crate) fn run(pool: Arc<Pool>) {
+    let clock = pool.timer.clock;
+    run_with_clock(&pool, || clock.now());
+}
+
+/// The timer thread's loop, reading the time from `now` (the executor's
+/// clock; a model's explicit time under loom, which does not model time).
+fn run_with_clock(pool: &Pool, now: impl Fn() -> Nanos) {
     let timer = &pool.timer;
     let mut slack = Slack::Default;
     loop {
-        timer.armed.store(0, Ordering::SeqCst);
-        let (next, held) = {
-            let mut queue = timer.queue.lock();
-            timer.apply_commands(&mut queue);
-            hand_over_due(&pool, &mut queue);
-            if pool.lifecycle.is_stopped() {
-                break;
-            }
-            if pool.lifecycle.is_shut_down() {
-                timer.cancel_on_shutdown(&mut queue);
-                if timer.pending() == 0 {
-                    // Idle workers may have been waiting for the last
-                    // delayed task: they may exit now.
-                    pool.sleep.wake_all();
+        match turn(pool, &now) {
+            Turn::Exit => break,
+            Turn::Again => continue,
+            Turn::Sleep { next, held } => {
+                let wanted = Slack::for_timers(held);
+                if wanted != slack {
+                    slack = wanted;
+                    set_timer_slack(slack.nanos());
                 }
-                // Workers exit once nothing is left to run, pending delayed
-                // tasks included; until then a running periodic task may
-                // still re-arm, so the timer thread stays as long as they do
-                // (the last one to exit wakes it).
-                if pool.lifecycle.is_terminated() {
-                    break;
-                }
+                timer.sleep_until(next);
             }
-            (queue.next_due(), queue.len())
-        };
-        let wanted = Slack::for_timers(held);
-        if wanted != slack {
-            slack = wanted;
-            set_timer_slack(slack.nanos());
         }
-        timer
-            .armed
-            .store(next.unwrap_or(u64::MAX), Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        if !timer.commands.is_empty() {
-            continue;
-        }
-        let wake_at: Option<Instant> = next.and_then(|n| timer.clock.instant_of(n));
-        timer.parker.park_until(wake_at);
     }
+}
+
+/// What one [`turn`] of the timer thread decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Turn {
+    /// The timer thread is done (the pool stopped or terminated).
+    Exit,
+    /// A command arrived after `armed` was published: turn again at once.
+    Again,
+    /// Sleep until `next` (without a deadline if `None`); the backend holds
+    /// `held` entries. `armed` is published.
+    Sleep { next: Option<Nanos>, held: usize },
+}
+
+/// One turn of the timer thread: apply the commands, hand over the tasks
+/// due at `now()`, do the shutdown duties, then publish the deadline it
+/// will sleep until (`armed`) and look for commands once more (module doc).
+fn turn(pool: &Pool, now: impl Fn() -> Nanos) -> Turn {
+    let timer = &pool.timer;
+    timer.armed.store(0, Ordering::SeqCst);
+    let (next, held) = {
+        let mut queue = timer.queue.lock();
+        timer.apply_commands(&mut queue, now());
+        hand_over_due(pool, &mut queue, now());
+        if pool.lifecycle.is_stopped() {
+            return Turn::Exit;
+        }
+        if pool.lifecycle.is_shut_down() {
+            timer.cancel_on_shutdown(&mut queue);
+            if timer.pending() == 0 {
+                // Idle workers may have been waiting for the last
+                // delayed task: they may exit now.
+                pool.sleep.wake_all();
+            }
+            // Workers exit once nothing is left to run, pending delayed
+            // tasks included; until then a running periodic task may
+            // still re-arm, so the timer thread stays as long as they do
+            // (the last one to exit wakes it).
+            if pool.lifecycle.is_terminated() {
+                return Turn::Exit;
+            }
+        }
+        (queue.next_due(), queue.len())
+    };
+    timer
+        .armed
+        .store(next.unwrap_or(u64::MAX), Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+    if !timer.commands.is_empty() {
+        return Turn::Again;
+    }
+    Turn::Sleep { next, held }
 }
 
 /// Pushes every due task on the injector (under the backend lock: see the
 /// module doc), then wakes a worker for them (one wake-up per batch: a
 /// worker that takes a batch from the injector announces the rest).
-fn hand_over_due(pool: &Pool, queue: &mut Queue) {
+fn hand_over_due(pool: &Pool, queue: &mut Queue, now: Nanos) {
     let timer = &pool.timer;
-    let now = timer.clock.now();
     let mut left = 0;
     let mut handed = 0;
     while let Some((_, entry)) = queue.pop_due(now) {
