@@ -445,3 +445,148 @@ fn hand_over_due(pool: &Pool, queue: &mut Queue, now: Nanos) {
         pool.sleep.notify_work();
     }
 }
+
+/// loom models of the timer thread's protocols (`RUSTFLAGS="--cfg loom"`,
+/// see `loom-tests/README.md`). loom does not model time: the timer thread
+/// runs its real turns ([`turn`], [`run_with_clock`]) on an explicit clock,
+/// its timed sleep ends only when it is woken, and a model that lets time
+/// pass moves its clock and then wakes the timer thread (which is what the
+/// end of a timed wait does). Deadlines are far beyond the wall clock, so
+/// that nothing depends on it.
+///
+/// * `earlier_deadline_rearms_the_waiter`: the timer thread sleeps until a
+///   task's deadline while a task due earlier is scheduled. Asserted: it
+///   does not stay asleep past the earlier deadline: it is woken, or sees
+///   the command before it parks, and re-arms for the earlier deadline (if
+///   it slept on, loom would report the deadlock); nothing is handed over
+///   early; `pending` counts both tasks.
+/// * `due_task_is_handed_to_a_worker_once`: a task scheduled for later
+///   falls due (the model's clock passes its deadline, then it wakes the
+///   timer thread), and the timer thread hands it to a real worker thread
+///   (the injector, then the sleep protocol's wake-up). Asserted: the
+///   caller's `join` sees its result, it ran exactly once, `pending` is
+///   back to 0 (a second hand-over would take it below), and after
+///   `shutdown` the worker and the timer thread exit.
+/// * `cancel_vs_place`: a cancel races with the timer thread placing the
+///   entry (`place`'s fence against `remove`'s). Asserted: the entry leaves
+///   the backend either way (the timer thread runs until the backend is
+///   empty; a missed removal would leave it asleep: deadlock), `pending`
+///   is exactly 0 and the closure was dropped once.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::loom_support::{bare_pool, join_all, model, spawn_workers, DropCounter};
+    use crate::scheduled::ScheduledHandle;
+    use crate::sync::thread;
+
+    /// Deadlines no wall clock reaches (about 146 and 292 years).
+    const EARLIER: Nanos = 1 << 62;
+    const LATER: Nanos = 1 << 63;
+
+    /// Schedules `f` at `deadline`, the time being `now` (the real
+    /// submission path: admission, `reserve`, `insert_reserved`).
+    fn schedule<T: Send + 'static>(
+        pool: &Arc<Pool>,
+        f: impl FnOnce() -> T + Send + 'static,
+        now: Nanos,
+        deadline: Nanos,
+    ) -> ScheduledHandle<T> {
+        Pool::schedule(pool, f, now, deadline)
+            .ok()
+            .expect("the pool accepts it")
+    }
+
+    /// Runs the timer thread's turns at time 0 until `done` says so after
+    /// a turn that would sleep; sleeps otherwise.
+    fn turns_until(pool: &Pool, mut done: impl FnMut(Option<Nanos>, usize) -> bool) {
+        loop {
+            match turn(pool, || 0) {
+                Turn::Exit => panic!("the timer thread exits only when the pool stops"),
+                Turn::Again => continue,
+                Turn::Sleep { next, held } => {
+                    if done(next, held) {
+                        return;
+                    }
+                    pool.timer.sleep_until(next);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn earlier_deadline_rearms_the_waiter() {
+        model("timer::earlier_deadline_rearms_the_waiter", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            let _later = schedule(&pool, || (), 0, LATER);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || turns_until(&pool, |next, _| next == Some(EARLIER)))
+            };
+            let _earlier = schedule(&pool, || (), 0, EARLIER);
+            timer.join().unwrap();
+            assert_eq!(pool.timer.armed.load(Ordering::SeqCst), EARLIER);
+            assert_eq!(pool.timer.pending(), 2);
+            assert!(pool.injector.is_empty(), "nothing is due yet");
+        });
+    }
+
+    #[test]
+    fn due_task_is_handed_to_a_worker_once() {
+        model("timer::due_task_is_handed_to_a_worker_once", || {
+            const DUE: Nanos = 5;
+            let (pool, deques) = bare_pool(1, Default::default());
+            let clock = Arc::new(AtomicU64::new(0));
+            let workers = spawn_workers(&pool, deques);
+            let timer = {
+                let (pool, clock) = (Arc::clone(&pool), Arc::clone(&clock));
+                thread::spawn(move || run_with_clock(&pool, || clock.load(Ordering::SeqCst)))
+            };
+            let ran = Arc::new(AtomicUsize::new(0));
+            let r = Arc::clone(&ran);
+            let handle = schedule(
+                &pool,
+                move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    7
+                },
+                0,
+                DUE,
+            );
+            // The deadline passes: what ends the timer thread's timed wait.
+            clock.store(DUE, Ordering::SeqCst);
+            pool.timer.wake();
+            assert_eq!(handle.join().ok(), Some(7));
+            pool.shutdown();
+            join_all(workers);
+            timer.join().unwrap();
+            assert_eq!(ran.load(Ordering::SeqCst), 1);
+            assert_eq!(pool.timer.pending(), 0);
+        });
+    }
+
+    /// A cancel racing with the timer thread's placing of the entry.
+    fn race_cancel_with_place(shut_down: bool) {
+        let (pool, _) = bare_pool(1, Default::default());
+        let drops = DropCounter::new();
+        let guard = drops.guard();
+        let handle = schedule(&pool, move || drop(guard), 0, LATER);
+        if shut_down {
+            pool.shutdown();
+        }
+        let timer = {
+            let pool = Arc::clone(&pool);
+            thread::spawn(move || turns_until(&pool, |_, held| held == 0))
+        };
+        assert!(handle.cancel());
+        timer.join().unwrap();
+        // A removal the timer thread did not need may still be queued.
+        assert!(pool.timer.drain().is_empty());
+        assert_eq!(pool.timer.pending(), 0);
+        assert_eq!(drops.drops(), 1);
+    }
+
+    #[test]
+    fn cancel_vs_place() {
+        model("timer::cancel_vs_place", || race_cancel_with_place(false));
+    }
+}
