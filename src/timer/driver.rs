@@ -477,6 +477,17 @@ fn hand_over_due(pool: &Pool, queue: &mut Queue, now: Nanos) {
 ///   caller's `join` sees its result, it ran exactly once, `pending` is
 ///   back to 0 (a second hand-over would take it below), and after
 ///   `shutdown` the worker and the timer thread exit.
+/// * `due_task_vs_shutdown_now`: the timer thread hands a task that fell
+///   due to the injector while `shutdown_now` drains the timer, then the
+///   injector (no worker: nothing else takes it). Asserted: the task is
+///   returned exactly once (from the backend, the command queue or the
+///   injector: never lost between them, never both) and `pending` is 0.
+/// * `periodic_rearm_vs_shutdown`: a periodic task, due at once, runs on a
+///   real worker and re-arms while the main thread calls `shutdown` (which
+///   does not keep periodic tasks). Asserted: it runs at most once, ends
+///   CANCELLED (its join says so), its closure is dropped once, `pending`
+///   is 0, and the worker and the timer thread exit (a re-armed entry that
+///   nobody removes would keep them waiting: deadlock).
 /// * `cancel_vs_place`: a cancel races with the timer thread placing the
 ///   entry (`place`'s fence against `remove`'s). Asserted: the entry leaves
 ///   the backend either way (the timer thread runs until the backend is
@@ -577,6 +588,62 @@ mod loom_model {
             join_all(workers);
             timer.join().unwrap();
             assert_eq!(ran.load(Ordering::SeqCst), 1);
+            assert_eq!(pool.timer.pending(), 0);
+        });
+    }
+
+    #[test]
+    fn due_task_vs_shutdown_now() {
+        model("timer::due_task_vs_shutdown_now", || {
+            const DUE: Nanos = 5;
+            let (pool, _) = bare_pool(1, Default::default());
+            let task = schedule(&pool, || 7, 0, DUE);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || run_with_clock(&pool, || DUE))
+            };
+            let returned = pool.shutdown_now();
+            timer.join().unwrap();
+            assert_eq!(returned.len(), 1, "returned exactly once");
+            assert_eq!(pool.timer.pending(), 0);
+            assert!(!pool.has_visible_work());
+            drop(returned);
+            assert!(task.is_cancelled());
+        });
+    }
+
+    #[test]
+    fn periodic_rearm_vs_shutdown() {
+        model("timer::periodic_rearm_vs_shutdown", || {
+            let (pool, deques) = bare_pool(1, Default::default());
+            let (runs, drops) = (Arc::new(AtomicUsize::new(0)), DropCounter::new());
+            let (r, guard) = (Arc::clone(&runs), drops.guard());
+            let period = crate::periodic::Period::FixedRate {
+                period: LATER,
+                missed: crate::periodic::MissedRuns::Burst,
+            };
+            let task = Pool::schedule_periodic(
+                &pool,
+                move || {
+                    let _keep = &guard;
+                    r.fetch_add(1, Ordering::SeqCst);
+                },
+                0,
+                period,
+            )
+            .ok()
+            .expect("the pool accepts it");
+            let workers = spawn_workers(&pool, deques);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || run_with_clock(&pool, || 0))
+            };
+            pool.shutdown();
+            join_all(workers);
+            timer.join().unwrap();
+            assert!(runs.load(Ordering::SeqCst) <= 1);
+            assert!(task.join().is_err_and(|e| e.is_cancelled()));
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
             assert_eq!(pool.timer.pending(), 0);
         });
     }
