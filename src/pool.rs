@@ -533,7 +533,6 @@ mod loom_model {
                         None
                     }
                 })
-                .ok()
                 .expect("the pool is running");
             let workers = spawn_workers(&pool, deques);
             let returned = pool.shutdown_now();

@@ -315,7 +315,7 @@ mod loom_model {
         model("worker::submit_while_the_worker_goes_to_sleep", || {
             let (pool, deques) = bare_pool(1, Default::default());
             let workers = spawn_workers(&pool, deques);
-            let task = pool.submit(None, || 7).ok().expect("the pool is running");
+            let task = pool.submit(None, || 7).expect("the pool is running");
             assert_eq!(task.join().ok(), Some(7));
             pool.shutdown();
             join_all(workers);
@@ -334,7 +334,6 @@ mod loom_model {
                     let helped = crate::current::submit(|| 3).unwrap();
                     stolen.join().unwrap() * 10 + helped.join().unwrap()
                 })
-                .ok()
                 .expect("the pool is running");
             let workers = spawn_workers(&pool, deques);
             // One steal from the worker's deque, as another worker would.
@@ -361,9 +360,8 @@ mod loom_model {
             let (pool, deques) = bare_pool(1, hooks);
             let workers = spawn_workers(&pool, deques);
             pool.execute(None, || expected_panic())
-                .ok()
                 .expect("the pool is running");
-            let after = pool.submit(None, || 7).ok().expect("the pool is running");
+            let after = pool.submit(None, || 7).expect("the pool is running");
             assert_eq!(after.join().ok(), Some(7));
             pool.shutdown();
             join_all(workers);

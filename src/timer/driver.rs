@@ -519,9 +519,7 @@ mod loom_model {
         now: Nanos,
         deadline: Nanos,
     ) -> ScheduledHandle<T> {
-        Pool::schedule(pool, f, now, deadline)
-            .ok()
-            .expect("the pool accepts it")
+        Pool::schedule(pool, f, now, deadline).expect("the pool accepts it")
     }
 
     /// Runs the timer thread's turns at time 0 until `done` says so after
@@ -631,7 +629,6 @@ mod loom_model {
                 0,
                 period,
             )
-            .ok()
             .expect("the pool accepts it");
             let workers = spawn_workers(&pool, deques);
             let timer = {
