@@ -283,7 +283,7 @@ impl WorkerContext {
 }
 
 /// loom models of a worker's own protocols (`RUSTFLAGS="--cfg loom"`, see
-/// `loom-tests/README.md`), over a pool with one real worker thread
+/// `loom-tests/README.md`), over a pool with one or two real worker threads
 /// ([`run`]) and no timer thread.
 ///
 /// * `submit_while_the_worker_goes_to_sleep`: the sleepy-worker race with
@@ -291,6 +291,9 @@ impl WorkerContext {
 ///   worker runs out of work and goes to sleep, then joins it. Asserted:
 ///   the task runs and the join returns its value (a lost wake-up leaves
 ///   both asleep: loom reports the deadlock); the worker exits at shutdown.
+/// * `two_workers_submit_while_going_to_sleep`: the same with two workers
+///   searching, going to sleep and waking each other (one wake-up per push,
+///   the last searcher's hand-off).
 /// * `join_helps_and_sees_a_result_run_elsewhere`: a task on the worker
 ///   submits two subtasks to its own deque and joins them, while the main
 ///   thread steals from that deque (as another worker would) and runs what
@@ -299,6 +302,9 @@ impl WorkerContext {
 ///   Asserted: no deadlock (a lost wake-up of the joining worker leaves it
 ///   asleep: loom reports it), and the joined results are seen (the
 ///   parent's result is built from both).
+/// * `join_helped_by_a_real_thief`: the same with two workers: the other
+///   worker steals from the joining worker's deque (or the joining worker
+///   runs both subtasks, or the parent itself runs on either worker).
 /// * `panic_isolation`: a task panics on the worker while the main thread
 ///   submits another. Asserted: the worker survives and runs the second
 ///   task (its join returns its value), the panic reaches the `on_panic`
@@ -314,6 +320,18 @@ mod loom_model {
     fn submit_while_the_worker_goes_to_sleep() {
         model("worker::submit_while_the_worker_goes_to_sleep", || {
             let (pool, deques) = bare_pool(1, Default::default());
+            let workers = spawn_workers(&pool, deques);
+            let task = pool.submit(None, || 7).expect("the pool is running");
+            assert_eq!(task.join().ok(), Some(7));
+            pool.shutdown();
+            join_all(workers);
+        });
+    }
+
+    #[test]
+    fn two_workers_submit_while_going_to_sleep() {
+        model("worker::two_workers_submit_while_going_to_sleep", || {
+            let (pool, deques) = bare_pool(2, Default::default());
             let workers = spawn_workers(&pool, deques);
             let task = pool.submit(None, || 7).expect("the pool is running");
             assert_eq!(task.join().ok(), Some(7));
@@ -340,6 +358,24 @@ mod loom_model {
             if let Steal::Success(job) = pool.stealers[0].steal() {
                 job.run(&pool);
             }
+            assert_eq!(parent.join().ok(), Some(23));
+            pool.shutdown();
+            join_all(workers);
+        });
+    }
+
+    #[test]
+    fn join_helped_by_a_real_thief() {
+        model("worker::join_helped_by_a_real_thief", || {
+            let (pool, deques) = bare_pool(2, Default::default());
+            let parent = pool
+                .submit(None, || {
+                    let stolen = crate::current::submit(|| 2).unwrap();
+                    let helped = crate::current::submit(|| 3).unwrap();
+                    stolen.join().unwrap() * 10 + helped.join().unwrap()
+                })
+                .expect("the pool is running");
+            let workers = spawn_workers(&pool, deques);
             assert_eq!(parent.join().ok(), Some(23));
             pool.shutdown();
             join_all(workers);
