@@ -10,7 +10,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Once;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chronopool::ScheduledExecutor;
 use loom::sync::Arc;
@@ -36,6 +36,7 @@ fn quiet_expected_panics() {
 #[test]
 fn panic_isolation() {
     quiet_expected_panics();
+    let start = Instant::now();
     loom::model(|| {
         EXPLORED.fetch_add(1, Ordering::Relaxed);
         let seen = Arc::new(loom::sync::atomic::AtomicUsize::new(0));
@@ -57,7 +58,8 @@ fn panic_isolation() {
         assert_eq!(pool.metrics().panicked_tasks, 1);
     });
     eprintln!(
-        "panic_isolation: {} interleavings",
-        EXPLORED.load(Ordering::Relaxed)
+        "panic_isolation: {} interleavings, {:.1} s",
+        EXPLORED.load(Ordering::Relaxed),
+        start.elapsed().as_secs_f64()
     );
 }

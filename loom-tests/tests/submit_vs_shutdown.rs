@@ -12,7 +12,7 @@
 #![cfg(loom)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chronopool::{ScheduledExecutor, SubmitErrorKind};
 
@@ -21,6 +21,7 @@ static EXPLORED: AtomicUsize = AtomicUsize::new(0);
 
 #[test]
 fn submit_vs_shutdown() {
+    let start = Instant::now();
     loom::model(|| {
         EXPLORED.fetch_add(1, Ordering::Relaxed);
         let pool = ScheduledExecutor::builder()
@@ -46,7 +47,8 @@ fn submit_vs_shutdown() {
         }
     });
     eprintln!(
-        "submit_vs_shutdown: {} interleavings",
-        EXPLORED.load(Ordering::Relaxed)
+        "submit_vs_shutdown: {} interleavings, {:.1} s",
+        EXPLORED.load(Ordering::Relaxed),
+        start.elapsed().as_secs_f64()
     );
 }
