@@ -67,6 +67,8 @@ mod executor;
 mod handle;
 mod job;
 mod lifecycle;
+#[cfg(all(test, loom))]
+mod loom_support;
 mod metrics;
 mod parker;
 mod pending;

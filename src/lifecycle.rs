@@ -27,6 +27,14 @@
 //! reading): the queues show all of them. Workers rely on that before they
 //! exit, and `shutdown_now` before it drains.
 //!
+//! An idle worker that reads SHUTDOWN and a count above zero goes to sleep
+//! until the count drops, so whoever decrements it after a shutdown wakes
+//! the workers (the worker announced itself as a sleeper before it read
+//! the count, and the wake-up takes the sleepers' lock after the
+//! decrement, so it finds the worker): an admitted submission when it
+//! leaves (`leave` returns true), and a refused one too, which was counted
+//! for a moment (`Pool::enter`).
+//!
 //! Submissions from inside the pool are not counted here; they use their
 //! worker's own deque and re-check the state after pushing (see
 //! `Pool::push`).
@@ -76,7 +84,10 @@ impl Lifecycle {
     }
 
     /// Admits an outside submission (true) or refuses it (false). An
-    /// admitted one must call [`leave`](Self::leave) after its push.
+    /// admitted one must call [`leave`](Self::leave) after its push; a
+    /// refused one was counted in flight for a moment, so its caller must
+    /// then wake the workers, as after a `leave` that returned true (module
+    /// doc).
     #[inline]
     pub(crate) fn enter(&self) -> bool {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
@@ -89,7 +100,8 @@ impl Lifecycle {
 
     /// Admits the re-arming of a periodic task after a run: like `enter`,
     /// but also after `shutdown` (the policy for periodic tasks decides
-    /// then); only `shutdown_now` refuses it.
+    /// then); only `shutdown_now` refuses it (and after it no worker waits
+    /// for the count, so a refusal wakes nobody).
     pub(crate) fn enter_rearm(&self) -> bool {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         if self.state.load(Ordering::SeqCst) != STOP {

@@ -349,3 +349,130 @@ mod tests {
         );
     }
 }
+
+/// loom model of run-and-reset vs cancel (`RUSTFLAGS="--cfg loom"`, see
+/// `loom-tests/README.md`), over a [`PeriodicTask`] and a pool without
+/// threads.
+///
+/// `run_and_reset_vs_cancel`: one thread runs the task's first run (a queue
+/// job, as a worker would: claim, run, reset, re-arm into the timer's
+/// command queue); a second thread takes whatever the timer holds (the
+/// timer's own `drain`: it applies the commands, placing the re-armed
+/// entry) and runs it, as the next worker would; the main thread cancels,
+/// then sets a flag (`SeqCst`) that each run reads when its closure starts
+/// and when it ends. Asserted:
+///
+/// * after `cancel()` returned true no further run starts. A run is
+///   claimed before its closure starts, so one closure may start after
+///   `cancel()` returned: the run that was claimed, not yet in its closure,
+///   when the cancel came (and found it RUNNING). So: at most one closure
+///   starts after the flag is set, and none if a closure was running when
+///   it was set (that run was the one in progress);
+/// * runs never overlap and each happens-before the next: the closure
+///   keeps its log in a loom `UnsafeCell` (plain, non-atomic fields), and
+///   loom reports a data race unless the previous run's accesses are
+///   ordered before the next run's;
+/// * `cancel()` is true (one canceller, nothing else ends the task), the
+///   task ends CANCELLED, and its closure is dropped exactly once.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::loom_support::{bare_pool, model, DropCounter};
+    use crate::sync::cell::UnsafeCell;
+    use crate::sync::{thread, Arc, AtomicBool};
+
+    /// What the runs wrote, in plain fields.
+    #[derive(Default)]
+    struct Log {
+        runs: usize,
+        /// Runs whose closure started after `cancel()` returned true.
+        started_after_cancel: usize,
+        /// Runs whose closure was running when `cancel()` returned true.
+        running_at_cancel: usize,
+    }
+
+    struct Shared {
+        /// Only accessed by runs of the task (and by the main thread once
+        /// every run ended): loom checks that these accesses are ordered.
+        log: UnsafeCell<Log>,
+        /// Set once `cancel()` returned true.
+        cancelled: AtomicBool,
+    }
+
+    // SAFETY: `log` is only accessed by runs of the task, which the task
+    // protocol orders (loom checks that it does), and after they ended.
+    unsafe impl Sync for Shared {}
+
+    #[test]
+    fn run_and_reset_vs_cancel() {
+        model("periodic::run_and_reset_vs_cancel", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            let shared = Arc::new(Shared {
+                log: UnsafeCell::new(Log::default()),
+                cancelled: AtomicBool::new(false),
+            });
+            let drops = DropCounter::new();
+            let (s, guard) = (Arc::clone(&shared), drops.guard());
+            let cell = StdArc::new(PeriodicTask::new(
+                move || {
+                    let _keep = &guard;
+                    let before = s.cancelled.load(Ordering::SeqCst);
+                    // SAFETY (both): the task protocol orders the runs.
+                    s.log.with_mut(|log| unsafe { (*log).runs += 1 });
+                    let after = s.cancelled.load(Ordering::SeqCst);
+                    s.log.with_mut(|log| unsafe {
+                        if before {
+                            (*log).started_after_cancel += 1;
+                        } else if after {
+                            (*log).running_at_cancel += 1;
+                        }
+                    });
+                },
+                0,
+                Period::FixedRate {
+                    period: 1,
+                    missed: MissedRuns::Burst,
+                },
+            ));
+            // The first run: its job, as the timer hands it over when due.
+            let first = Job::task(StdArc::clone(&cell));
+            let w1 = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || {
+                    first.run(&pool);
+                })
+            };
+            let w2 = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || {
+                    for job in pool.timer.drain() {
+                        job.run(&pool);
+                    }
+                })
+            };
+            let cancelled = Joinable::cancel(&*cell);
+            if cancelled {
+                shared.cancelled.store(true, Ordering::SeqCst);
+            }
+            w1.join().unwrap();
+            w2.join().unwrap();
+
+            assert!(cancelled, "nothing but this cancel ends the task");
+            assert!(cell.header.is_cancelled());
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
+            // SAFETY: every run has ended (the threads were joined).
+            let log = shared
+                .log
+                .with_mut(|log| unsafe { std::mem::take(&mut *log) });
+            assert!(log.runs <= 2, "{} runs", log.runs);
+            assert!(
+                log.started_after_cancel <= 1,
+                "a run started after cancel() returned true and another run"
+            );
+            assert!(
+                log.started_after_cancel == 0 || log.running_at_cancel == 0,
+                "a run started after the run in progress at cancel() ended"
+            );
+        });
+    }
+}

@@ -173,13 +173,26 @@ impl Pool {
     /// From a thread outside the pool (module doc).
     #[inline]
     fn push_external(&self, job: Job) -> Result<(), Job> {
-        if !self.lifecycle.enter() {
+        if !self.enter() {
             return Err(job);
         }
         self.injector.push(job);
         self.sleep.notify_work();
         self.leave();
         Ok(())
+    }
+
+    /// Admits an outside submission (see [`Lifecycle::enter`]). A refused
+    /// one was counted in flight for a moment, and an idle worker that saw
+    /// the pool shut down and that count may have gone to sleep until it
+    /// drops: the refusal wakes the workers, as a `leave` after a shutdown
+    /// does.
+    fn enter(&self) -> bool {
+        if self.lifecycle.enter() {
+            return true;
+        }
+        self.sleep.wake_all();
+        false
     }
 
     /// Ends an admitted outside submission; if the pool was shut down
@@ -206,7 +219,7 @@ impl Pool {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        if !pool.lifecycle.enter() {
+        if !pool.enter() {
             return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
         }
         if deadline <= now {
@@ -241,7 +254,7 @@ impl Pool {
         ) {
             return Err(SubmitError::new(f, SubmitErrorKind::ZeroPeriod));
         }
-        if !pool.lifecycle.enter() {
+        if !pool.enter() {
             return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
         }
         if !pool.timer.reserve() {
@@ -384,5 +397,166 @@ fn drain(mut steal: impl FnMut() -> Steal<Job>, into: &mut Vec<Job>) {
             Steal::Empty => return,
             Steal::Retry => continue,
         }
+    }
+}
+
+/// loom models of submission vs shutdown (`RUSTFLAGS="--cfg loom"`, see
+/// `loom-tests/README.md`), over a pool with one real worker thread
+/// (`worker::run`) and no timer thread.
+///
+/// * `submit_vs_shutdown_now`: a thread outside the pool submits while the
+///   main thread calls `shutdown_now`. Asserted: an accepted task either
+///   ran or was returned by `shutdown_now` (exactly one of the two, never
+///   lost, never both) and its handle says which; a refused one got its
+///   closure back and neither ran nor was returned; the closure is dropped
+///   exactly once; the worker exits.
+/// * `submit_vs_shutdown`: the same with `shutdown`: an accepted task runs
+///   before the worker exits (the in-flight count keeps the worker until
+///   the push is visible); a refused one gets its closure back; the worker
+///   exits (it is not left asleep: loom would report the deadlock). (A
+///   regression test: a refused submission, counted in flight for a moment,
+///   did not wake the workers, and an idle worker that read that count
+///   slept for good: the pool never terminated.)
+/// * `local_submit_vs_shutdown_now`: a task running on the worker submits a
+///   subtask to its own deque (the path that counts nothing in flight and
+///   re-checks the state after its push) and joins it, while the main
+///   thread calls `shutdown_now`. Asserted as for `submit_vs_shutdown_now`,
+///   for both tasks, and the join returns: after `shutdown_now` a joining
+///   worker no longer runs queued work, so a subtask pushed after the drain
+///   and not taken back would be waited for forever (loom: deadlock).
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::error::TaskError;
+    use crate::loom_support::{bare_pool, join_all, model, spawn_workers, DropCounter};
+    use crate::sync::{thread, AtomicUsize};
+
+    /// A closure that counts its runs and holds a drop guard.
+    fn counted(ran: &Arc<AtomicUsize>, drops: &DropCounter) -> impl FnOnce() -> u32 + Send {
+        let (ran, guard) = (Arc::clone(ran), drops.guard());
+        move || {
+            let _guard = guard;
+            ran.fetch_add(1, Ordering::SeqCst);
+            7
+        }
+    }
+
+    /// Submits from a new thread outside the pool: the handle if accepted,
+    /// `None` if refused (after checking that the closure came back).
+    fn submit_from_outside(
+        pool: &Arc<Pool>,
+        f: impl FnOnce() -> u32 + Send + 'static,
+    ) -> thread::JoinHandle<Option<TaskHandle<u32>>> {
+        let pool = Arc::clone(pool);
+        thread::spawn(move || match pool.submit(None, f) {
+            Ok(handle) => Some(handle),
+            Err(refused) => {
+                assert_eq!(refused.kind(), SubmitErrorKind::Shutdown);
+                drop(refused.into_inner());
+                None
+            }
+        })
+    }
+
+    #[test]
+    fn submit_vs_shutdown_now() {
+        model("pool::submit_vs_shutdown_now", || {
+            let (pool, deques) = bare_pool(1, Default::default());
+            let workers = spawn_workers(&pool, deques);
+            let (ran, drops) = (Arc::new(AtomicUsize::new(0)), DropCounter::new());
+            let submitter = submit_from_outside(&pool, counted(&ran, &drops));
+            let returned = pool.shutdown_now();
+            let accepted = submitter.join().unwrap();
+            join_all(workers);
+
+            let ran = ran.load(Ordering::SeqCst);
+            // Dropping a returned job cancels its task.
+            let returned = {
+                let n = returned.len();
+                drop(returned);
+                n
+            };
+            match accepted {
+                Some(handle) => {
+                    assert_eq!(ran + returned, 1, "ran {ran}, returned {returned}");
+                    let result = handle.join();
+                    assert!(matches!(
+                        (ran, result),
+                        (1, Ok(7)) | (0, Err(TaskError::Cancelled))
+                    ));
+                }
+                None => assert_eq!((ran, returned), (0, 0)),
+            }
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
+        });
+    }
+
+    #[test]
+    fn submit_vs_shutdown() {
+        model("pool::submit_vs_shutdown", || {
+            let (pool, deques) = bare_pool(1, Default::default());
+            let workers = spawn_workers(&pool, deques);
+            let (ran, drops) = (Arc::new(AtomicUsize::new(0)), DropCounter::new());
+            let submitter = submit_from_outside(&pool, counted(&ran, &drops));
+            pool.shutdown();
+            let accepted = submitter.join().unwrap();
+            join_all(workers);
+
+            let ran = ran.load(Ordering::SeqCst);
+            match accepted {
+                Some(handle) => {
+                    assert_eq!(ran, 1, "an accepted task runs before the worker exits");
+                    assert_eq!(handle.join().ok(), Some(7));
+                }
+                None => assert_eq!(ran, 0),
+            }
+            assert!(!pool.has_visible_work());
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
+        });
+    }
+
+    #[test]
+    fn local_submit_vs_shutdown_now() {
+        model("pool::local_submit_vs_shutdown_now", || {
+            let (pool, deques) = bare_pool(1, Default::default());
+            let (ran, drops) = (Arc::new(AtomicUsize::new(0)), DropCounter::new());
+            let sub = counted(&ran, &drops);
+            // The parent, queued before the worker starts: it submits the
+            // subtask from the worker, to the worker's own deque, and joins
+            // it.
+            let parent = pool
+                .submit(None, move || match crate::current::submit(sub) {
+                    Ok(handle) => Some(handle.join()),
+                    Err(refused) => {
+                        assert_eq!(refused.kind(), SubmitErrorKind::Shutdown);
+                        drop(refused.into_inner());
+                        None
+                    }
+                })
+                .expect("the pool is running");
+            let workers = spawn_workers(&pool, deques);
+            let returned = pool.shutdown_now();
+            // Dropping a returned job cancels its task (and ends the
+            // parent's join of it).
+            let returned = {
+                let n = returned.len();
+                drop(returned);
+                n
+            };
+            join_all(workers);
+
+            let ran = ran.load(Ordering::SeqCst);
+            match parent.join() {
+                // The parent ran; the subtask ran, or was returned, or was
+                // refused.
+                Ok(Some(Ok(7))) => assert_eq!((ran, returned), (1, 0)),
+                Ok(Some(Err(TaskError::Cancelled))) => assert_eq!((ran, returned), (0, 1)),
+                Ok(None) => assert_eq!((ran, returned), (0, 0)),
+                // The parent was returned (and dropped: cancelled).
+                Err(TaskError::Cancelled) => assert_eq!((ran, returned), (0, 1)),
+                other => panic!("unexpected {other:?}"),
+            }
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
+        });
     }
 }

@@ -253,3 +253,165 @@ mod tests {
         assert_eq!(sleep.counts(), (1, 0));
     }
 }
+
+/// loom models of the sleep/wake protocol (`RUSTFLAGS="--cfg loom"`, see
+/// `loom-tests/README.md`): [`Sleep`] and a queue, with workers that go
+/// through the protocol as the worker loop does (take a task; else start
+/// searching and look once more; else go to sleep with "the queue is not
+/// empty" as the wake condition) and a pusher that pushes and then calls
+/// `notify_work`. A lost wake-up leaves a task queued while every worker is
+/// parked and the pusher has finished: loom reports that as a deadlock.
+/// Asserted besides: every task is taken exactly once, and the counts
+/// return to "nobody searching, nobody sleeping".
+///
+/// The queue is not the `sync` shim's deque (a mutex under loom, which
+/// would order the two sides by itself) but a stand-in with the memory
+/// orderings of crossbeam-deque's `Worker`/`Stealer`: the owner publishes a
+/// push with a `Release` store, and `is_empty` reads with `Acquire` loads
+/// around a `SeqCst` fence. So the model depends on the protocol's own
+/// fences (without the one in `notify_work`, loom finds the lost wake-up).
+///
+/// * `push_while_last_worker_goes_to_sleep`: one worker, one task (the
+///   sleepy-worker race).
+/// * `two_workers_two_tasks`: two workers, two tasks pushed one after the
+///   other: the wake-up of one sleeper per push, the searcher that covers
+///   for a skipped wake-up, and the last searcher that wakes the next one
+///   when it stops searching.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::loom_support::model;
+    use crate::sync::{thread, Arc};
+
+    /// A queue of indistinguishable tasks with crossbeam-deque's orderings
+    /// (see the module doc): one pusher, any number of takers.
+    #[derive(Default)]
+    struct Queue {
+        /// Tasks pushed so far (written by the pusher only).
+        pushed: AtomicUsize,
+        /// Tasks taken so far.
+        taken: AtomicUsize,
+    }
+
+    impl Queue {
+        fn push(&self) {
+            let n = self.pushed.load(Ordering::Relaxed);
+            self.pushed.store(n + 1, Ordering::Release);
+        }
+
+        fn is_empty(&self) -> bool {
+            let taken = self.taken.load(Ordering::Acquire);
+            fence(Ordering::SeqCst);
+            self.pushed.load(Ordering::Acquire) <= taken
+        }
+
+        /// Takes one task, if any.
+        fn take(&self) -> bool {
+            loop {
+                let taken = self.taken.load(Ordering::Acquire);
+                fence(Ordering::SeqCst);
+                if self.pushed.load(Ordering::Acquire) <= taken {
+                    return false;
+                }
+                if self
+                    .taken
+                    .compare_exchange(taken, taken + 1, Ordering::SeqCst, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return true;
+                }
+            }
+        }
+    }
+
+    /// What the workers share.
+    struct World {
+        sleep: Sleep,
+        queue: Queue,
+        /// Tasks the workers finished with.
+        done: AtomicUsize,
+        /// Tasks the model pushes in all.
+        tasks: usize,
+    }
+
+    impl World {
+        fn has_work(&self) -> bool {
+            !self.queue.is_empty()
+        }
+
+        fn all_done(&self) -> bool {
+            self.done.load(Ordering::SeqCst) == self.tasks
+        }
+    }
+
+    /// Worker `index`: `main_loop`'s use of the protocol, until every task
+    /// was taken. Whoever finishes the last task wakes the others (as a
+    /// shutdown does) so that they can leave.
+    fn worker(world: &World, index: usize) {
+        let sleep = &world.sleep;
+        let mut searching = false;
+        loop {
+            // The fast path, then (as a searcher) one more look.
+            let found = world.queue.take() || {
+                if !searching {
+                    searching = true;
+                    sleep.start_searching();
+                }
+                world.queue.take()
+            };
+            if found {
+                if searching {
+                    searching = false;
+                    sleep.stop_searching(|| world.has_work());
+                }
+                if world.done.fetch_add(1, Ordering::SeqCst) + 1 == world.tasks {
+                    sleep.wake_all();
+                }
+                continue;
+            }
+            if world.all_done() {
+                break;
+            }
+            sleep.sleep(index, true, || world.has_work() || world.all_done(), None);
+            searching = true;
+        }
+        sleep.stop_searching(|| world.has_work());
+    }
+
+    fn run(workers: usize, tasks: usize) {
+        let world = Arc::new(World {
+            sleep: Sleep::new(workers),
+            queue: Queue::default(),
+            done: AtomicUsize::new(0),
+            tasks,
+        });
+        let threads: Vec<_> = (0..workers)
+            .map(|index| {
+                let world = Arc::clone(&world);
+                thread::spawn(move || worker(&world, index))
+            })
+            .collect();
+        for _ in 0..tasks {
+            world.queue.push();
+            world.sleep.notify_work();
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(world.queue.taken.load(Ordering::SeqCst), tasks);
+        assert_eq!(world.done.load(Ordering::SeqCst), tasks);
+        let state = world.sleep.state.load(Ordering::SeqCst);
+        assert_eq!((searching(state), sleeping(state)), (0, 0));
+        assert!(world.sleep.sleepers.lock().is_empty());
+    }
+
+    #[test]
+    fn push_while_last_worker_goes_to_sleep() {
+        model("sleep::push_while_last_worker_goes_to_sleep", || run(1, 1));
+    }
+
+    #[test]
+    fn two_workers_two_tasks() {
+        model("sleep::two_workers_two_tasks", || run(2, 2));
+    }
+}

@@ -20,9 +20,61 @@ pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Or
 pub(crate) use std::sync::Arc;
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use self::loom_atomic::{AtomicBool, AtomicU64, AtomicUsize};
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{fence, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
+
+/// loom's atomics, with their initial value stored again as `SeqCst`.
+///
+/// loom 0.7 records an atomic's initial value as a `Release` store, and
+/// lets a `SeqCst` load return it even after a later `SeqCst` store that
+/// the loading thread has not synchronised with. C++ (and so Rust) forbids
+/// that: the initialisation happens before every other access, so a
+/// `SeqCst` load that reads it precedes, in the single total order of
+/// `SeqCst` operations, every `SeqCst` store after it. The crate's Dekker
+/// pairs of `SeqCst` operations (the lifecycle's admission against a
+/// shutdown: write one word, read the other) then fail under loom although
+/// they are correct. The atomic's creator stores the value again with
+/// `SeqCst` before anyone else can see the atomic, which gives loom the
+/// missing order and nothing more (loads with weaker orderings may still
+/// read the initial value).
+#[cfg(loom)]
+mod loom_atomic {
+    use loom::sync::atomic::Ordering;
+
+    macro_rules! seq_cst_init {
+        ($($name:ident($t:ty)),*) => {$(
+            #[derive(Debug)]
+            pub(crate) struct $name(loom::sync::atomic::$name);
+
+            impl $name {
+                pub(crate) fn new(value: $t) -> Self {
+                    let atomic = loom::sync::atomic::$name::new(value);
+                    atomic.store(value, Ordering::SeqCst);
+                    $name(atomic)
+                }
+            }
+
+            impl Default for $name {
+                fn default() -> Self {
+                    Self::new(Default::default())
+                }
+            }
+
+            impl std::ops::Deref for $name {
+                type Target = loom::sync::atomic::$name;
+
+                fn deref(&self) -> &Self::Target {
+                    &self.0
+                }
+            }
+        )*};
+    }
+
+    seq_cst_init!(AtomicBool(bool), AtomicU64(u64), AtomicUsize(usize));
+}
 
 /// The reference count of task cells and parkers: always std's `Arc`.
 ///
@@ -71,6 +123,10 @@ pub(crate) mod thread {
 
     #[cfg(loom)]
     pub(crate) use loom::thread::{current, Builder, JoinHandle};
+
+    /// Spawns a modelled thread (loom models only).
+    #[cfg(all(test, loom))]
+    pub(crate) use loom::thread::spawn;
 }
 
 /// `thread_local!`: std's, or loom's (std's would be shared by all the

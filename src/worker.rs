@@ -281,3 +281,128 @@ impl WorkerContext {
         finished
     }
 }
+
+/// loom models of a worker's own protocols (`RUSTFLAGS="--cfg loom"`, see
+/// `loom-tests/README.md`), over a pool with one or two real worker threads
+/// ([`run`]) and no timer thread.
+///
+/// * `submit_while_the_worker_goes_to_sleep`: the sleepy-worker race with
+///   the real worker loop: the main thread submits a task while the only
+///   worker runs out of work and goes to sleep, then joins it. Asserted:
+///   the task runs and the join returns its value (a lost wake-up leaves
+///   both asleep: loom reports the deadlock); the worker exits at shutdown.
+/// * `two_workers_submit_while_going_to_sleep`: the same with two workers
+///   searching, going to sleep and waking each other (one wake-up per push,
+///   the last searcher's hand-off).
+/// * `join_helps_and_sees_a_result_run_elsewhere`: a task on the worker
+///   submits two subtasks to its own deque and joins them, while the main
+///   thread steals from that deque (as another worker would) and runs what
+///   it took. The joining worker helps: it runs the newest subtask itself,
+///   and if the other one was stolen it sleeps until the thief's run ends.
+///   Asserted: no deadlock (a lost wake-up of the joining worker leaves it
+///   asleep: loom reports it), and the joined results are seen (the
+///   parent's result is built from both).
+/// * `join_helped_by_a_real_thief`: the same with two workers: the other
+///   worker steals from the joining worker's deque (or the joining worker
+///   runs both subtasks, or the parent itself runs on either worker).
+/// * `panic_isolation`: a task panics on the worker while the main thread
+///   submits another. Asserted: the worker survives and runs the second
+///   task (its join returns its value), the panic reaches the `on_panic`
+///   hook once and the panic counter, and the worker exits at shutdown.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::loom_support::{bare_pool, expected_panic, join_all, model, spawn_workers};
+    use crate::pool::Hooks;
+    use crate::sync::{AtomicUsize, Ordering};
+
+    #[test]
+    fn submit_while_the_worker_goes_to_sleep() {
+        model("worker::submit_while_the_worker_goes_to_sleep", || {
+            let (pool, deques) = bare_pool(1, Default::default());
+            let workers = spawn_workers(&pool, deques);
+            let task = pool.submit(None, || 7).expect("the pool is running");
+            assert_eq!(task.join().ok(), Some(7));
+            pool.shutdown();
+            join_all(workers);
+        });
+    }
+
+    #[test]
+    fn two_workers_submit_while_going_to_sleep() {
+        model("worker::two_workers_submit_while_going_to_sleep", || {
+            let (pool, deques) = bare_pool(2, Default::default());
+            let workers = spawn_workers(&pool, deques);
+            let task = pool.submit(None, || 7).expect("the pool is running");
+            assert_eq!(task.join().ok(), Some(7));
+            pool.shutdown();
+            join_all(workers);
+        });
+    }
+
+    #[test]
+    fn join_helps_and_sees_a_result_run_elsewhere() {
+        model("worker::join_helps_and_sees_a_result_run_elsewhere", || {
+            let (pool, deques) = bare_pool(1, Default::default());
+            let parent = pool
+                .submit(None, || {
+                    // The oldest in the deque: what a thief takes first.
+                    let stolen = crate::current::submit(|| 2).unwrap();
+                    // The newest: the joining worker runs it itself.
+                    let helped = crate::current::submit(|| 3).unwrap();
+                    stolen.join().unwrap() * 10 + helped.join().unwrap()
+                })
+                .expect("the pool is running");
+            let workers = spawn_workers(&pool, deques);
+            // One steal from the worker's deque, as another worker would.
+            if let Steal::Success(job) = pool.stealers[0].steal() {
+                job.run(&pool);
+            }
+            assert_eq!(parent.join().ok(), Some(23));
+            pool.shutdown();
+            join_all(workers);
+        });
+    }
+
+    #[test]
+    fn join_helped_by_a_real_thief() {
+        model("worker::join_helped_by_a_real_thief", || {
+            let (pool, deques) = bare_pool(2, Default::default());
+            let parent = pool
+                .submit(None, || {
+                    let stolen = crate::current::submit(|| 2).unwrap();
+                    let helped = crate::current::submit(|| 3).unwrap();
+                    stolen.join().unwrap() * 10 + helped.join().unwrap()
+                })
+                .expect("the pool is running");
+            let workers = spawn_workers(&pool, deques);
+            assert_eq!(parent.join().ok(), Some(23));
+            pool.shutdown();
+            join_all(workers);
+        });
+    }
+
+    #[test]
+    fn panic_isolation() {
+        model("worker::panic_isolation", || {
+            let panics = Arc::new(AtomicUsize::new(0));
+            let seen = Arc::clone(&panics);
+            let hooks = Hooks {
+                on_panic: Some(Box::new(move |_| {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                })),
+                ..Default::default()
+            };
+            let (pool, deques) = bare_pool(1, hooks);
+            let workers = spawn_workers(&pool, deques);
+            pool.execute(None, || expected_panic())
+                .expect("the pool is running");
+            let after = pool.submit(None, || 7).expect("the pool is running");
+            assert_eq!(after.join().ok(), Some(7));
+            pool.shutdown();
+            join_all(workers);
+            assert_eq!(panics.load(Ordering::SeqCst), 1);
+            assert_eq!(pool.metrics().panicked_tasks, 1);
+        });
+    }
+}

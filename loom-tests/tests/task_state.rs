@@ -8,6 +8,7 @@
 #![cfg(loom)]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
 
 use chronopool::{ScheduledExecutor, TaskError};
 use loom::sync::Arc;
@@ -25,6 +26,7 @@ static EXPLORED: AtomicUsize = AtomicUsize::new(0);
 
 #[test]
 fn run_vs_cancel_vs_join() {
+    let start = Instant::now();
     loom::model(|| {
         EXPLORED.fetch_add(1, Ordering::Relaxed);
         let pool = ScheduledExecutor::builder()
@@ -64,7 +66,8 @@ fn run_vs_cancel_vs_join() {
         );
     });
     eprintln!(
-        "run_vs_cancel_vs_join: {} interleavings",
-        EXPLORED.load(Ordering::Relaxed)
+        "run_vs_cancel_vs_join: {} interleavings, {:.1} s",
+        EXPLORED.load(Ordering::Relaxed),
+        start.elapsed().as_secs_f64()
     );
 }

@@ -41,6 +41,13 @@
 //!   handed-over task is on the injector first). So a worker that sees the
 //!   pool shut down, no submission in flight and `pending == 0` knows that
 //!   no delayed task can still appear in the queues.
+//! * A cancelled entry leaves the backend promptly: every entry enters it
+//!   through `place`, which publishes the entry's key and then checks its
+//!   state, against a cancel that changes the state and then reads the key
+//!   (a `SeqCst` fence on each side): the timer thread sees the
+//!   cancellation, or the canceller sees the key and sends a removal. That
+//!   includes the kept delayed tasks that `cancel_on_shutdown` takes out
+//!   and puts back after `shutdown` (under new keys).
 //! * Due tasks are pushed on the injector while the backend lock is held,
 //!   and `shutdown_now` takes that lock to drain the backend before it
 //!   drains the injector: a task is either drained from the backend or
@@ -209,14 +216,21 @@ impl Timer {
         self.parker.unpark();
     }
 
-    /// Applies the queued commands to the backend.
-    fn apply_commands(&self, queue: &mut Queue) {
+    /// The timer thread sleeps until `next` (nanoseconds on the clock), or
+    /// until woken; without a deadline if `None`. (Under loom a deadline
+    /// never passes: a model wakes it with [`wake`](Self::wake).)
+    fn sleep_until(&self, next: Option<Nanos>) {
+        let wake_at: Option<Instant> = next.and_then(|n| self.clock.instant_of(n));
+        self.parker.park_until(wake_at);
+    }
+
+    /// Applies the queued commands to the backend; `now` is one clock read
+    /// for the whole batch: a wheel places entries relative to it, and a few
+    /// microseconds of staleness only make it place them slightly coarser
+    /// (never early: deadlines are absolute).
+    fn apply_commands(&self, queue: &mut Queue, now: Nanos) {
         self.backlog.store(0, Ordering::Relaxed);
         self.removals_waiting.store(false, Ordering::SeqCst);
-        // One clock read per batch: a wheel places entries relative to it,
-        // and a few microseconds of staleness only make it place them
-        // slightly coarser (never early: deadlines are absolute).
-        let now = self.clock.now();
         loop {
             match self.commands.steal() {
                 Steal::Success(Command::Insert(entry)) => self.place(queue, entry, now),
@@ -227,7 +241,8 @@ impl Timer {
         }
     }
 
-    /// Puts `entry` in the backend, unless it was cancelled meanwhile.
+    /// Puts `entry` in the backend (an insert, or an entry put back after
+    /// `shutdown`), unless it was cancelled meanwhile.
     ///
     /// The key is published before the cancellation is checked, and a
     /// cancel reads the key after its state change, each side with a
@@ -259,7 +274,7 @@ impl Timer {
     /// After `shutdown`: cancels the tasks the policies do not keep (all of
     /// them once the executor is dropped). A job dropped unrun cancels its
     /// task.
-    fn cancel_on_shutdown(&self, queue: &mut Queue) {
+    fn cancel_on_shutdown(&self, queue: &mut Queue, now: Nanos) {
         let discard_all = self.discard_on_shutdown.load(Ordering::SeqCst);
         if !discard_all && self.keep_periodic_on_shutdown {
             return;
@@ -273,10 +288,12 @@ impl Timer {
                 kept.push(entry);
             }
         }
-        let now = self.clock.now();
+        // Put back with `place`: the drain made their keys stale, so a cancel
+        // that reads one from now on sends a removal that finds nothing;
+        // `place` publishes the new key and then looks at the state, as for
+        // an insert, so a cancelled entry is not kept until its deadline.
         for entry in kept {
-            let key = queue.insert(now, entry.deadline(), StdArc::clone(&entry));
-            entry.key_slot().set(key);
+            self.place(queue, entry, now);
         }
     }
 
@@ -284,7 +301,7 @@ impl Timer {
     /// those still in the command queue.
     pub(crate) fn drain(&self) -> Vec<Job> {
         let mut queue = self.queue.lock();
-        self.apply_commands(&mut queue);
+        self.apply_commands(&mut queue, self.clock.now());
         let entries = queue.drain();
         self.pending.fetch_sub(entries.len(), Ordering::SeqCst);
         entries.into_iter().map(|entry| entry.into_job()).collect()
@@ -338,57 +355,88 @@ fn set_timer_slack(nanos: u64) {
 
 /// The body of the timer thread of `pool`.
 pub(crate) fn run(pool: Arc<Pool>) {
+    let clock = pool.timer.clock;
+    run_with_clock(&pool, || clock.now());
+}
+
+/// The timer thread's loop, reading the time from `now` (the executor's
+/// clock; a model's explicit time under loom, which does not model time).
+fn run_with_clock(pool: &Pool, now: impl Fn() -> Nanos) {
     let timer = &pool.timer;
     let mut slack = Slack::Default;
     loop {
-        timer.armed.store(0, Ordering::SeqCst);
-        let (next, held) = {
-            let mut queue = timer.queue.lock();
-            timer.apply_commands(&mut queue);
-            hand_over_due(&pool, &mut queue);
-            if pool.lifecycle.is_stopped() {
-                break;
-            }
-            if pool.lifecycle.is_shut_down() {
-                timer.cancel_on_shutdown(&mut queue);
-                if timer.pending() == 0 {
-                    // Idle workers may have been waiting for the last
-                    // delayed task: they may exit now.
-                    pool.sleep.wake_all();
+        match turn(pool, &now) {
+            Turn::Exit => break,
+            Turn::Again => continue,
+            Turn::Sleep { next, held } => {
+                let wanted = Slack::for_timers(held);
+                if wanted != slack {
+                    slack = wanted;
+                    set_timer_slack(slack.nanos());
                 }
-                // Workers exit once nothing is left to run, pending delayed
-                // tasks included; until then a running periodic task may
-                // still re-arm, so the timer thread stays as long as they do
-                // (the last one to exit wakes it).
-                if pool.lifecycle.is_terminated() {
-                    break;
-                }
+                timer.sleep_until(next);
             }
-            (queue.next_due(), queue.len())
-        };
-        let wanted = Slack::for_timers(held);
-        if wanted != slack {
-            slack = wanted;
-            set_timer_slack(slack.nanos());
         }
-        timer
-            .armed
-            .store(next.unwrap_or(u64::MAX), Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        if !timer.commands.is_empty() {
-            continue;
-        }
-        let wake_at: Option<Instant> = next.and_then(|n| timer.clock.instant_of(n));
-        timer.parker.park_until(wake_at);
     }
+}
+
+/// What one [`turn`] of the timer thread decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Turn {
+    /// The timer thread is done (the pool stopped or terminated).
+    Exit,
+    /// A command arrived after `armed` was published: turn again at once.
+    Again,
+    /// Sleep until `next` (without a deadline if `None`); the backend holds
+    /// `held` entries. `armed` is published.
+    Sleep { next: Option<Nanos>, held: usize },
+}
+
+/// One turn of the timer thread: apply the commands, hand over the tasks
+/// due at `now()`, do the shutdown duties, then publish the deadline it
+/// will sleep until (`armed`) and look for commands once more (module doc).
+fn turn(pool: &Pool, now: impl Fn() -> Nanos) -> Turn {
+    let timer = &pool.timer;
+    timer.armed.store(0, Ordering::SeqCst);
+    let (next, held) = {
+        let mut queue = timer.queue.lock();
+        timer.apply_commands(&mut queue, now());
+        hand_over_due(pool, &mut queue, now());
+        if pool.lifecycle.is_stopped() {
+            return Turn::Exit;
+        }
+        if pool.lifecycle.is_shut_down() {
+            timer.cancel_on_shutdown(&mut queue, now());
+            if timer.pending() == 0 {
+                // Idle workers may have been waiting for the last
+                // delayed task: they may exit now.
+                pool.sleep.wake_all();
+            }
+            // Workers exit once nothing is left to run, pending delayed
+            // tasks included; until then a running periodic task may
+            // still re-arm, so the timer thread stays as long as they do
+            // (the last one to exit wakes it).
+            if pool.lifecycle.is_terminated() {
+                return Turn::Exit;
+            }
+        }
+        (queue.next_due(), queue.len())
+    };
+    timer
+        .armed
+        .store(next.unwrap_or(u64::MAX), Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+    if !timer.commands.is_empty() {
+        return Turn::Again;
+    }
+    Turn::Sleep { next, held }
 }
 
 /// Pushes every due task on the injector (under the backend lock: see the
 /// module doc), then wakes a worker for them (one wake-up per batch: a
 /// worker that takes a batch from the injector announces the rest).
-fn hand_over_due(pool: &Pool, queue: &mut Queue) {
+fn hand_over_due(pool: &Pool, queue: &mut Queue, now: Nanos) {
     let timer = &pool.timer;
-    let now = timer.clock.now();
     let mut left = 0;
     let mut handed = 0;
     while let Some((_, entry)) = queue.pop_due(now) {
@@ -405,5 +453,229 @@ fn hand_over_due(pool: &Pool, queue: &mut Queue) {
     }
     if handed > 0 {
         pool.sleep.notify_work();
+    }
+}
+
+/// loom models of the timer thread's protocols (`RUSTFLAGS="--cfg loom"`,
+/// see `loom-tests/README.md`). loom does not model time: the timer thread
+/// runs its real turns ([`turn`], [`run_with_clock`]) on an explicit clock,
+/// its timed sleep ends only when it is woken, and a model that lets time
+/// pass moves its clock and then wakes the timer thread (which is what the
+/// end of a timed wait does). Deadlines are far beyond the wall clock, so
+/// that nothing depends on it.
+///
+/// * `earlier_deadline_rearms_the_waiter`: the timer thread sleeps until a
+///   task's deadline while a task due earlier is scheduled. Asserted: it
+///   does not stay asleep past the earlier deadline: it is woken, or sees
+///   the command before it parks, and re-arms for the earlier deadline (if
+///   it slept on, loom would report the deadlock); nothing is handed over
+///   early; `pending` counts both tasks.
+/// * `due_task_is_handed_to_a_worker_once`: a task scheduled for later
+///   falls due (the model's clock passes its deadline, then it wakes the
+///   timer thread), and the timer thread hands it to a real worker thread
+///   (the injector, then the sleep protocol's wake-up). Asserted: the
+///   caller's `join` sees its result, it ran exactly once, `pending` is
+///   back to 0 (a second hand-over would take it below), and after
+///   `shutdown` the worker and the timer thread exit.
+/// * `due_task_vs_shutdown_now`: the timer thread hands a task that fell
+///   due to the injector while `shutdown_now` drains the timer, then the
+///   injector (no worker: nothing else takes it). Asserted: the task is
+///   returned exactly once (from the backend, the command queue or the
+///   injector: never lost between them, never both) and `pending` is 0.
+/// * `periodic_rearm_vs_shutdown`: a periodic task, due at once, runs on a
+///   real worker and re-arms while the main thread calls `shutdown` (which
+///   does not keep periodic tasks). Asserted: it runs at most once, ends
+///   CANCELLED (its join says so), its closure is dropped once, `pending`
+///   is 0, and the worker and the timer thread exit (a re-armed entry that
+///   nobody removes would keep them waiting: deadlock).
+/// * `cancel_vs_place`: a cancel races with the timer thread placing the
+///   entry (`place`'s fence against `remove`'s). Asserted: the entry leaves
+///   the backend either way (the timer thread runs until the backend is
+///   empty; a missed removal would leave it asleep: deadlock), `pending`
+///   is exactly 0 and the closure was dropped once.
+/// * `cancel_vs_shutdown_keeping_delayed`: the same race after `shutdown`,
+///   when every turn of the timer thread takes the kept delayed tasks out
+///   and puts them back (`cancel_on_shutdown`). Asserted as above. (A
+///   regression test: the entries were put back without `place`'s check, so
+///   a cancel that read the key the drain had just made stale left its
+///   entry, and `pending`, until its deadline; the workers of a pool shut
+///   down with `shutdown` wait for that.)
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::loom_support::{bare_pool, join_all, model, spawn_workers, DropCounter};
+    use crate::scheduled::ScheduledHandle;
+    use crate::sync::thread;
+
+    /// Deadlines no wall clock reaches (about 146 and 292 years).
+    const EARLIER: Nanos = 1 << 62;
+    const LATER: Nanos = 1 << 63;
+
+    /// Schedules `f` at `deadline`, the time being `now` (the real
+    /// submission path: admission, `reserve`, `insert_reserved`).
+    fn schedule<T: Send + 'static>(
+        pool: &Arc<Pool>,
+        f: impl FnOnce() -> T + Send + 'static,
+        now: Nanos,
+        deadline: Nanos,
+    ) -> ScheduledHandle<T> {
+        Pool::schedule(pool, f, now, deadline).expect("the pool accepts it")
+    }
+
+    /// Runs the timer thread's turns at time 0 until `done` says so after
+    /// a turn that would sleep; sleeps otherwise.
+    fn turns_until(pool: &Pool, mut done: impl FnMut(Option<Nanos>, usize) -> bool) {
+        loop {
+            match turn(pool, || 0) {
+                Turn::Exit => panic!("the timer thread exits only when the pool stops"),
+                Turn::Again => continue,
+                Turn::Sleep { next, held } => {
+                    if done(next, held) {
+                        return;
+                    }
+                    pool.timer.sleep_until(next);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn earlier_deadline_rearms_the_waiter() {
+        model("timer::earlier_deadline_rearms_the_waiter", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            let _later = schedule(&pool, || (), 0, LATER);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || turns_until(&pool, |next, _| next == Some(EARLIER)))
+            };
+            let _earlier = schedule(&pool, || (), 0, EARLIER);
+            timer.join().unwrap();
+            assert_eq!(pool.timer.armed.load(Ordering::SeqCst), EARLIER);
+            assert_eq!(pool.timer.pending(), 2);
+            assert!(pool.injector.is_empty(), "nothing is due yet");
+        });
+    }
+
+    #[test]
+    fn due_task_is_handed_to_a_worker_once() {
+        model("timer::due_task_is_handed_to_a_worker_once", || {
+            const DUE: Nanos = 5;
+            let (pool, deques) = bare_pool(1, Default::default());
+            let clock = Arc::new(AtomicU64::new(0));
+            let workers = spawn_workers(&pool, deques);
+            let timer = {
+                let (pool, clock) = (Arc::clone(&pool), Arc::clone(&clock));
+                thread::spawn(move || run_with_clock(&pool, || clock.load(Ordering::SeqCst)))
+            };
+            let ran = Arc::new(AtomicUsize::new(0));
+            let r = Arc::clone(&ran);
+            let handle = schedule(
+                &pool,
+                move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    7
+                },
+                0,
+                DUE,
+            );
+            // The deadline passes: what ends the timer thread's timed wait.
+            clock.store(DUE, Ordering::SeqCst);
+            pool.timer.wake();
+            assert_eq!(handle.join().ok(), Some(7));
+            pool.shutdown();
+            join_all(workers);
+            timer.join().unwrap();
+            assert_eq!(ran.load(Ordering::SeqCst), 1);
+            assert_eq!(pool.timer.pending(), 0);
+        });
+    }
+
+    #[test]
+    fn due_task_vs_shutdown_now() {
+        model("timer::due_task_vs_shutdown_now", || {
+            const DUE: Nanos = 5;
+            let (pool, _) = bare_pool(1, Default::default());
+            let task = schedule(&pool, || 7, 0, DUE);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || run_with_clock(&pool, || DUE))
+            };
+            let returned = pool.shutdown_now();
+            timer.join().unwrap();
+            assert_eq!(returned.len(), 1, "returned exactly once");
+            assert_eq!(pool.timer.pending(), 0);
+            assert!(!pool.has_visible_work());
+            drop(returned);
+            assert!(task.is_cancelled());
+        });
+    }
+
+    #[test]
+    fn periodic_rearm_vs_shutdown() {
+        model("timer::periodic_rearm_vs_shutdown", || {
+            let (pool, deques) = bare_pool(1, Default::default());
+            let (runs, drops) = (Arc::new(AtomicUsize::new(0)), DropCounter::new());
+            let (r, guard) = (Arc::clone(&runs), drops.guard());
+            let period = crate::periodic::Period::FixedRate {
+                period: LATER,
+                missed: crate::periodic::MissedRuns::Burst,
+            };
+            let task = Pool::schedule_periodic(
+                &pool,
+                move || {
+                    let _keep = &guard;
+                    r.fetch_add(1, Ordering::SeqCst);
+                },
+                0,
+                period,
+            )
+            .expect("the pool accepts it");
+            let workers = spawn_workers(&pool, deques);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || run_with_clock(&pool, || 0))
+            };
+            pool.shutdown();
+            join_all(workers);
+            timer.join().unwrap();
+            assert!(runs.load(Ordering::SeqCst) <= 1);
+            assert!(task.join().is_err_and(|e| e.is_cancelled()));
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
+            assert_eq!(pool.timer.pending(), 0);
+        });
+    }
+
+    /// A cancel racing with the timer thread's placing of the entry; with
+    /// `shut_down`, after `shutdown` (see the module doc).
+    fn race_cancel_with_place(shut_down: bool) {
+        let (pool, _) = bare_pool(1, Default::default());
+        let drops = DropCounter::new();
+        let guard = drops.guard();
+        let handle = schedule(&pool, move || drop(guard), 0, LATER);
+        if shut_down {
+            pool.shutdown();
+        }
+        let timer = {
+            let pool = Arc::clone(&pool);
+            thread::spawn(move || turns_until(&pool, |_, held| held == 0))
+        };
+        assert!(handle.cancel());
+        timer.join().unwrap();
+        // A removal the timer thread did not need may still be queued.
+        assert!(pool.timer.drain().is_empty());
+        assert_eq!(pool.timer.pending(), 0);
+        assert_eq!(drops.drops(), 1);
+    }
+
+    #[test]
+    fn cancel_vs_place() {
+        model("timer::cancel_vs_place", || race_cancel_with_place(false));
+    }
+
+    #[test]
+    fn cancel_vs_shutdown_keeping_delayed() {
+        model("timer::cancel_vs_shutdown_keeping_delayed", || {
+            race_cancel_with_place(true)
+        });
     }
 }

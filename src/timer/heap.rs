@@ -176,7 +176,7 @@ impl<T> DelayQueue<T> for IndexedHeap<T> {
         all
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn max_lateness(&self, _delay: Nanos) -> Nanos {
         0
     }

@@ -260,7 +260,7 @@ pub(crate) trait DelayQueue<T> {
     /// How late, at most, an entry inserted `delay` before its deadline may
     /// be popped after it (0 for an exact backend). Checked by the property
     /// test.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn max_lateness(&self, delay: Nanos) -> Nanos;
 }
 
@@ -356,7 +356,7 @@ impl<E> Slab<E> {
     }
 
     /// The entry `key` addresses, if it is still there.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn get(&self, key: Key) -> Option<&E> {
         match self.slots.get(key.slot as usize)? {
             SlabSlot::Occupied { entry, generation } if *generation == key.generation => {

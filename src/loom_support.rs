@@ -1,0 +1,153 @@
+//! What the component loom models (the `loom_model` module beside each
+//! protocol) share: a `loom::model` that counts and prints the interleavings
+//! it explored, a pool without threads (each model starts the threads it
+//! needs), and small probes (drop counters, an expected panic).
+//!
+//! Built only for `cargo test` with `RUSTFLAGS="--cfg loom"`; see
+//! `loom-tests/README.md` for the list of models and how to run them.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+use std::sync::Once;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Instant;
+
+use crate::job::Job;
+use crate::pool::{Hooks, Pool};
+use crate::sync::deque::Worker;
+use crate::sync::thread::{self, JoinHandle};
+use crate::sync::{Arc, Ordering};
+use crate::timer::driver::{ShutdownPolicy, Timer};
+use crate::worker;
+
+/// Runs `f` under `loom::model` (bounded by `LOOM_MAX_PREEMPTIONS`), then
+/// prints how many interleavings it explored and how long it took, as
+/// `loom model <name>: <n> interleavings, <t> s` (see the README).
+pub(crate) fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    let explored = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&explored);
+    let start = Instant::now();
+    loom::model(move || {
+        count.fetch_add(1, StdOrdering::Relaxed);
+        f();
+    });
+    eprintln!(
+        "loom model {name}: {} interleavings, {:.1} s",
+        explored.load(StdOrdering::Relaxed),
+        start.elapsed().as_secs_f64()
+    );
+}
+
+/// The default shutdown policy of the builder: delayed tasks are kept,
+/// periodic ones are not.
+pub(crate) const DEFAULT_POLICY: ShutdownPolicy = ShutdownPolicy {
+    keep_delayed: true,
+    keep_periodic: false,
+};
+
+/// A pool of `workers` workers with no thread started (neither the workers
+/// nor the timer thread), and the deques its workers would own.
+pub(crate) fn bare_pool(workers: usize, hooks: Hooks) -> (Arc<Pool>, Vec<Worker<Job>>) {
+    let timer = Timer::new(Default::default(), DEFAULT_POLICY, usize::MAX);
+    let (pool, deques) = Pool::new(workers, hooks, timer);
+    (Arc::new(pool), deques)
+}
+
+/// Starts the real worker threads (`worker::run`) for the deques of
+/// `bare_pool`; no timer thread.
+pub(crate) fn spawn_workers(pool: &Arc<Pool>, deques: Vec<Worker<Job>>) -> Vec<JoinHandle<()>> {
+    deques
+        .into_iter()
+        .enumerate()
+        .map(|(index, local)| {
+            let pool = Arc::clone(pool);
+            thread::spawn(move || worker::run(pool, index, local))
+        })
+        .collect()
+}
+
+/// Joins threads, propagating a panic of any of them.
+pub(crate) fn join_all(threads: Vec<JoinHandle<()>>) {
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// Counts how many times the values it hands out were dropped.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DropCounter(Arc<crate::sync::AtomicUsize>);
+
+/// Bumps its [`DropCounter`] when dropped.
+#[derive(Debug)]
+pub(crate) struct DropGuard(Arc<crate::sync::AtomicUsize>);
+
+impl DropCounter {
+    pub(crate) fn new() -> Self {
+        DropCounter(Arc::new(crate::sync::AtomicUsize::new(0)))
+    }
+
+    pub(crate) fn guard(&self) -> DropGuard {
+        DropGuard(Arc::clone(&self.0))
+    }
+
+    pub(crate) fn drops(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// The payload of the panics the models provoke on purpose.
+#[derive(Debug)]
+pub(crate) struct ExpectedPanic;
+
+/// Panics with [`ExpectedPanic`], without printing it: the panic hook is
+/// replaced (once) by one that stays silent for this payload and hands any
+/// other panic, such as a failed assertion, to the previous hook.
+pub(crate) fn expected_panic() -> ! {
+    static QUIET: Once = Once::new();
+    QUIET.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<ExpectedPanic>() {
+                previous(info);
+            }
+        }));
+    });
+    std::panic::panic_any(ExpectedPanic)
+}
+
+/// A waker that wakes a thread blocked in [`block_on`].
+struct NotifyWaker(loom::sync::Notify);
+
+impl Wake for NotifyWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.notify();
+    }
+
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.notify();
+    }
+}
+
+/// Polls `future` to completion on the calling thread, blocking (in a way
+/// loom sees) between polls until its waker is woken: a lost wake-up is a
+/// deadlock that loom reports. (`loom::future::block_on` without loom's
+/// `futures` feature.)
+pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    let notify = std::sync::Arc::new(NotifyWaker(loom::sync::Notify::new()));
+    let waker = Waker::from(std::sync::Arc::clone(&notify));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return output;
+        }
+        notify.0.wait();
+    }
+}
