@@ -1,5 +1,6 @@
-//! A work-stealing thread pool that runs tasks now, with a handle to every
-//! task, panic isolation, and a shutdown that loses nothing.
+//! A work-stealing thread pool that runs tasks now, later and
+//! periodically, with a handle to every task, panic isolation, and a
+//! shutdown that loses nothing.
 //!
 //! ```
 //! use chronopool::{ScheduledExecutor, TaskError};
@@ -20,6 +21,12 @@
 //!
 //! // Fire and forget.
 //! pool.execute(|| println!("hello from a worker"))?;
+//!
+//! // Later, and periodically.
+//! let reply = pool.schedule(|| "pong", Duration::from_millis(10))?;
+//! let beat = pool.schedule_at_fixed_rate(|| { /* heartbeat */ }, Duration::ZERO, Duration::from_secs(1))?;
+//! assert_eq!(reply.join()?, "pong");
+//! assert!(beat.cancel());
 //!
 //! pool.shutdown();
 //! assert!(pool.await_termination(Duration::from_secs(5)));
@@ -42,10 +49,29 @@
 //!   `ForkJoinPool::join` does, so nested submit-and-join never deadlocks.
 //! * **Panics** are caught per task, counted, handed to the optional
 //!   [`Builder::on_panic`] hook and to the task's handle.
+//! * **Time**: one timer thread per executor owns the delayed work queue
+//!   and hands each task that falls due to the workers; it sleeps until the
+//!   next deadline and never wakes when nothing is due. Schedulers and
+//!   cancellers reach it through a lock-free command queue.
 //! * **Shutdown**: [`ScheduledExecutor::shutdown`] lets queued tasks finish;
 //!   [`ScheduledExecutor::shutdown_now`] returns the ones that never started
 //!   as [`PendingTask`]s. Every task submitted before either one either runs
 //!   or is returned.
+//!
+//! # Choosing a timer queue
+//!
+//! The delayed work queue is a backend chosen with
+//! [`Builder::timer_queue`]; all three keep tasks in insertion order among
+//! equal deadlines, never run a task early, and give a cancelled task's
+//! memory back at once.
+//!
+//! | [`TimerQueue`] | deadlines | insert, cancel | pick it for |
+//! |---|---|---|---|
+//! | [`heap()`](TimerQueue::heap) (default) | exact | O(log n) | exact deadlines, a moderate number of timers, latency-sensitive single timers |
+//! | [`hierarchical_wheel()`](TimerQueue::hierarchical_wheel) | rounded up to a 1 ms tick | O(1) at any delay | many timers over wide spans (timeouts, leases, retries from ms to days) |
+//! | [`hashed_wheel()`](TimerQueue::hashed_wheel) | rounded up to a 1 ms tick | O(1) | many short, similar timeouts within a revolution (512 ms by default) |
+//!
+//! The README's "Performance" section has the measurements behind this.
 //!
 //! All synchronisation primitives come from one internal module that, built
 //! with `RUSTFLAGS="--cfg loom"`, swaps them for [loom]'s model-checked ones;
