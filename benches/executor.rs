@@ -1,0 +1,89 @@
+//! Micro-benchmarks of the executor's own paths (criterion):
+//!
+//! * `round_trip`: submit one task from outside and join it (the latency of
+//!   one hand-off to an idle pool and back);
+//! * `spawn/outside`: a batch of `execute`s from a thread outside the pool,
+//!   until all ran (throughput of the injector path);
+//! * `spawn/inside`: the same batch submitted from inside a task, into the
+//!   worker's own deque (`chronopool::execute`).
+//!
+//! ```text
+//! cargo bench --bench executor
+//! ```
+
+// criterion's macros generate undocumented functions.
+#![allow(missing_docs)]
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chronopool::ScheduledExecutor;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+
+/// Tasks per measured batch in the spawn benchmarks.
+const BATCH: u64 = 10_000;
+
+fn pool() -> ScheduledExecutor {
+    ScheduledExecutor::builder()
+        .worker_threads(2)
+        .build()
+        .expect("start the pool")
+}
+
+/// Waits (spinning, then yielding) until `done` reaches `target`.
+fn wait_for(done: &AtomicU64, target: u64) {
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while done.load(Ordering::Acquire) < target {
+        assert!(Instant::now() < give_up, "tasks did not finish within 60 s");
+        std::thread::yield_now();
+    }
+}
+
+fn round_trip(c: &mut Criterion) {
+    let pool = pool();
+    c.bench_function("round_trip", |b| {
+        b.iter(|| pool.submit(|| 1u64).unwrap().join().unwrap())
+    });
+}
+
+fn spawn(c: &mut Criterion) {
+    let mut group = c.benchmark_group("spawn");
+    group.throughput(Throughput::Elements(BATCH));
+    let pool = pool();
+    let done = Arc::new(AtomicU64::new(0));
+    group.bench_function("outside", |b| {
+        b.iter(|| {
+            let start = done.load(Ordering::Acquire);
+            for _ in 0..BATCH {
+                let done = Arc::clone(&done);
+                pool.execute(move || {
+                    done.fetch_add(1, Ordering::Release);
+                })
+                .unwrap();
+            }
+            wait_for(&done, start + BATCH);
+        })
+    });
+    group.bench_function("inside", |b| {
+        b.iter(|| {
+            let start = done.load(Ordering::Acquire);
+            let inner = Arc::clone(&done);
+            pool.execute(move || {
+                for _ in 0..BATCH {
+                    let done = Arc::clone(&inner);
+                    chronopool::execute(move || {
+                        done.fetch_add(1, Ordering::Release);
+                    })
+                    .unwrap();
+                }
+            })
+            .unwrap();
+            wait_for(&done, start + BATCH);
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, round_trip, spawn);
+criterion_main!(benches);
