@@ -50,6 +50,12 @@ impl<T> TaskHandle<T> {
         TaskHandle { task: Some(task) }
     }
 
+    /// When the task is (next) due, for a scheduled task that has not
+    /// handed over its result.
+    pub(crate) fn deadline(&self) -> Option<crate::timer::Nanos> {
+        self.task.as_ref().and_then(|task| task.deadline())
+    }
+
     fn task(&self) -> &StdArc<dyn Joinable<T>> {
         match &self.task {
             Some(task) => task,

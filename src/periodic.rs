@@ -30,7 +30,7 @@ use crate::sync::cell::UnsafeCell;
 use crate::sync::{AtomicU64, Ordering, StdArc};
 use crate::task::{Header, Joinable, PeriodicCancel, RUNNING};
 use crate::timer::driver::TimerEntry;
-use crate::timer::{KeySlot, Nanos};
+use crate::timer::Nanos;
 
 /// What a fixed-rate task does when a run ends after the next one was due
 /// (the task ran long, or the pool was busy), drawn for a period of 10
@@ -153,7 +153,6 @@ pub(crate) struct PeriodicTask<F> {
     job: UnsafeCell<Option<F>>,
     panic: UnsafeCell<Option<PanicPayload>>,
     deadline: AtomicU64,
-    key: KeySlot,
     period: Period,
 }
 
@@ -171,7 +170,6 @@ impl<F: FnMut() + Send + 'static> PeriodicTask<F> {
             job: UnsafeCell::new(Some(f)),
             panic: UnsafeCell::new(None),
             deadline: AtomicU64::new(first),
-            key: KeySlot::new(),
             period,
         }
     }
@@ -276,15 +274,15 @@ impl<F: FnMut() + Send + 'static> Joinable<()> for PeriodicTask<F> {
             None => unreachable!("a periodic task completes only by panicking"),
         }
     }
+
+    fn deadline(&self) -> Option<Nanos> {
+        Some(self.deadline.load(Ordering::Relaxed))
+    }
 }
 
 impl<F: FnMut() + Send + 'static> TimerEntry for PeriodicTask<F> {
     fn deadline(&self) -> Nanos {
         self.deadline.load(Ordering::Relaxed)
-    }
-
-    fn key_slot(&self) -> &KeySlot {
-        &self.key
     }
 
     fn is_final(&self) -> bool {

@@ -2,11 +2,11 @@
 //! [`ScheduledHandle`], its handle.
 //!
 //! A scheduled task is an ordinary task cell (`task.rs`: its state word,
-//! closure, output and waiter) plus its deadline and the key under which
-//! the timer placed it. Cancelling it through the handle moves its state to
-//! CANCELLED (dropping the closure at once) and then asks the timer to drop
-//! its entry, so that neither the closure nor the entry is kept until the
-//! deadline.
+//! closure, output and waiter) plus its deadline. Cancelling it through the
+//! handle moves its state to CANCELLED (dropping the closure at once) and
+//! counts the cancel with the timer, whose sweeps take the dead entries out
+//! of the delayed work queue (`timer/driver.rs`), so that neither the
+//! closure nor the entry is kept until the deadline.
 
 use std::fmt;
 use std::future::Future;
@@ -21,13 +21,12 @@ use crate::pool::Pool;
 use crate::sync::{Arc, StdArc};
 use crate::task::{Header, Joinable, TaskCell};
 use crate::timer::driver::TimerEntry;
-use crate::timer::{KeySlot, Nanos};
+use crate::timer::Nanos;
 
 /// A one-shot task with a deadline.
 pub(crate) struct ScheduledTask<F, T> {
     task: TaskCell<F, T>,
     deadline: Nanos,
-    key: KeySlot,
 }
 
 impl<F, T> ScheduledTask<F, T>
@@ -39,7 +38,6 @@ where
         ScheduledTask {
             task: TaskCell::new(f),
             deadline,
-            key: KeySlot::new(),
         }
     }
 }
@@ -74,6 +72,10 @@ where
     fn take_output(&self) -> Result<T, TaskError> {
         self.task.take_output()
     }
+
+    fn deadline(&self) -> Option<Nanos> {
+        Some(self.deadline)
+    }
 }
 
 impl<F, T> TimerEntry for ScheduledTask<F, T>
@@ -83,10 +85,6 @@ where
 {
     fn deadline(&self) -> Nanos {
         self.deadline
-    }
-
-    fn key_slot(&self) -> &KeySlot {
-        &self.key
     }
 
     fn is_final(&self) -> bool {
@@ -116,7 +114,6 @@ where
 /// ```
 pub struct ScheduledHandle<T> {
     handle: TaskHandle<T>,
-    entry: StdArc<dyn TimerEntry>,
     pool: Arc<Pool>,
 }
 
@@ -126,8 +123,7 @@ impl<T> ScheduledHandle<T> {
         C: Joinable<T> + TimerEntry,
     {
         ScheduledHandle {
-            handle: TaskHandle::new(cell.clone()),
-            entry: cell,
+            handle: TaskHandle::new(cell),
             pool,
         }
     }
@@ -150,23 +146,18 @@ impl<T> ScheduledHandle<T> {
     ///
     /// If the handle was already polled to completion as a `Future`.
     pub fn join_timeout(self, timeout: Duration) -> Result<T, JoinTimeoutError<Self>> {
-        let ScheduledHandle {
-            handle,
-            entry,
-            pool,
-        } = self;
-        handle.join_timeout(timeout).map_err(|e| {
-            e.map_handle(|handle| ScheduledHandle {
-                handle,
-                entry,
-                pool,
-            })
-        })
+        let ScheduledHandle { handle, pool } = self;
+        handle
+            .join_timeout(timeout)
+            .map_err(|e| e.map_handle(|handle| ScheduledHandle { handle, pool }))
     }
 
     /// Cancels the task if it has not started: returns true iff this call
-    /// stopped it from running. Its closure is dropped right away and its
-    /// entry leaves the timer promptly (it does not wait for its deadline).
+    /// stopped it from running. Its closure is dropped right away; its
+    /// entry in the delayed work queue is swept out once cancelled entries
+    /// are half of those the queue holds, or at once after `shutdown` (it
+    /// never waits for its deadline), and until then it still counts
+    /// towards [`Metrics::scheduled_tasks`](crate::Metrics::scheduled_tasks).
     ///
     /// If dropping the closure panics, the panic propagates from here (the
     /// task is cancelled all the same).
@@ -174,7 +165,7 @@ impl<T> ScheduledHandle<T> {
         if !self.handle.cancel() {
             return false;
         }
-        self.pool.timer.remove(&*self.entry);
+        self.pool.timer.note_cancelled();
         true
     }
 
@@ -194,7 +185,10 @@ impl<T> ScheduledHandle<T> {
         if self.is_finished() {
             return Duration::ZERO;
         }
-        self.pool.timer.clock.until(self.entry.deadline())
+        match self.handle.deadline() {
+            Some(deadline) => self.pool.timer.clock.until(deadline),
+            None => Duration::ZERO,
+        }
     }
 }
 

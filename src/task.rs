@@ -88,6 +88,11 @@ pub(crate) trait Joinable<T>: Send + Sync {
     /// The result, once [`Header::is_final`] has returned true. Called at
     /// most once (the handle is consumed or fused by it).
     fn take_output(&self) -> Result<T, TaskError>;
+
+    /// When a scheduled task is (next) due; `None` for an immediate task.
+    fn deadline(&self) -> Option<crate::timer::Nanos> {
+        None
+    }
 }
 
 /// The part of a task cell that does not depend on its closure or output

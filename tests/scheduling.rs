@@ -200,6 +200,30 @@ fn cancelled_tasks_leave_the_timer_promptly(queue: TimerQueue) {
     );
 }
 
+fn cancelled_tasks_do_not_hold_up_termination(queue: TimerQueue) {
+    let pool = pool(queue, 1);
+    let handles: Vec<_> = (0..10)
+        .map(|_| pool.schedule(|| (), Duration::from_secs(3600)).unwrap())
+        .collect();
+    assert!(eventually(|| pool.metrics().scheduled_tasks == 10));
+    // Fewer than half: the timer may keep these entries until a sweep.
+    for h in &handles[..3] {
+        assert!(h.cancel());
+    }
+    // Delayed tasks are kept after `shutdown`: the pool waits for the rest.
+    pool.shutdown();
+    assert!(!pool.await_termination(Duration::from_millis(20)));
+    for h in &handles[3..] {
+        assert!(h.cancel());
+    }
+    assert!(
+        pool.await_termination(PATIENCE),
+        "cancelled entries held: {}",
+        pool.metrics().scheduled_tasks
+    );
+    assert_eq!(pool.metrics().scheduled_tasks, 0);
+}
+
 fn cancel_races_the_deadline_exactly_one_wins(queue: TimerQueue) {
     let pool = pool(queue, 2);
     for i in 0..1_000u64 {
@@ -701,10 +725,10 @@ fn the_scheduled_task_limit_refuses_and_gives_the_job_back(queue: TimerQueue) {
     let pool = ScheduledExecutor::builder()
         .worker_threads(1)
         .timer_queue(queue)
-        .max_scheduled_tasks(3)
+        .max_scheduled_tasks(10)
         .build()
         .unwrap();
-    let held: Vec<_> = (0..3)
+    let held: Vec<_> = (0..10)
         .map(|_| pool.schedule(|| 0, Duration::from_secs(3600)).unwrap())
         .collect();
     let err = pool.schedule(|| 4, Duration::from_secs(3600)).unwrap_err();
@@ -719,11 +743,11 @@ fn the_scheduled_task_limit_refuses_and_gives_the_job_back(queue: TimerQueue) {
         pool.schedule(|| 5, Duration::ZERO).unwrap().join().unwrap(),
         5
     );
-    // Room comes back when a task leaves the timer.
+    // Room comes back as soon as a task is cancelled: the limit counts live
+    // tasks, whether or not the timer swept the cancelled entry out yet.
     assert!(held[0].cancel());
-    assert!(eventually(|| pool
-        .schedule(|| 6, Duration::from_secs(3600))
-        .is_ok()));
+    let sixth = pool.schedule(|| 6, Duration::from_secs(3600));
+    assert!(sixth.is_ok(), "refused after a cancel: {sixth:?}");
     for h in &held {
         h.cancel();
     }
@@ -762,6 +786,7 @@ macro_rules! backend_suite {
             an_earlier_task_rearms_the_timer,
             cancel_wins_before_the_deadline_and_drops_the_closure_at_once,
             cancelled_tasks_leave_the_timer_promptly,
+            cancelled_tasks_do_not_hold_up_termination,
             cancel_races_the_deadline_exactly_one_wins,
             a_scheduled_panic_is_isolated_and_reported,
             delay_counts_down,

@@ -24,13 +24,39 @@
 //!   the earliest deadline, and it does not wake for a later one.
 //! * While it is awake, `armed` is 0: nobody wakes it; it reads the
 //!   commands before it sleeps again.
-//! * A removal (a cancelled task) wakes it if no other removal is waiting
-//!   (`removals_waiting` goes from false to true), so that its entry's
-//!   memory is given back promptly, not at the next deadline, which may be
-//!   an hour away; the timer thread clears the flag before it reads the
-//!   commands, so a removal pushed after that read sets it again and wakes
-//!   it again. Every `BACKLOG_WAKE` inserts also wake it, so that the
-//!   command queue stays short.
+//! * Every `BACKLOG_WAKE` inserts also wake it, so that the command queue
+//!   stays short.
+//!
+//! # Cancelled entries: counted, then swept
+//!
+//! A cancel sends nothing. The canceller moves the task's state to
+//! CANCELLED (dropping its closure at once: `task.rs`) and adds one to the
+//! count of cancels in `dead`; the entry, now dead weight, stays in the
+//! backend until the timer thread *sweeps* the dead entries out in one
+//! O(n) pass ([`DelayQueue::remove_where`]). It sweeps when the count
+//! reaches `sweep_at`, half the entries it held at its last turn, so a
+//! sweep of n entries pays for n/2 cancels (O(1) per cancel, amortised),
+//! at most half of what the backend holds is dead, and the last of a
+//! million cancels still leads to a sweep (`sweep_at` is at least 1). A
+//! cancelled task never holds up termination: once only dead entries are
+//! left, they are more than half.
+//!
+//! `dead` packs the count (low 40 bits) and `sweep_at` (high 24 bits) in one
+//! word, so that a cancel reads the threshold in the same read-modify-write
+//! that counts it: the canceller's `fetch_add` and the timer thread's
+//! publication of `sweep_at` (or its read of the word before it sleeps) are
+//! ordered by the word's modification order. Either the timer thread's read
+//! comes later and sees the count (it sweeps before it sleeps), or the
+//! cancel comes later and sees the threshold the timer thread sleeps with
+//! (and wakes it if the count reached it). The count only goes down by what
+//! a sweep read (`Acquire`, against the cancel's `Release`: every counted
+//! cancel's state change is visible to that sweep), so it is never less
+//! than the dead entries the backend holds; it may be more (a dead entry
+//! that fell due was dropped then), which only brings a sweep forward.
+//!
+//! A cancelled entry is still counted in `pending` (and against
+//! `max_scheduled_tasks`) until it is swept; `reserve` sweeps before it
+//! refuses a task, so the limit counts live tasks only.
 //!
 //! # Invariants
 //!
@@ -41,13 +67,9 @@
 //!   handed-over task is on the injector first). So a worker that sees the
 //!   pool shut down, no submission in flight and `pending == 0` knows that
 //!   no delayed task can still appear in the queues.
-//! * A cancelled entry leaves the backend promptly: every entry enters it
-//!   through `place`, which publishes the entry's key and then checks its
-//!   state, against a cancel that changes the state and then reads the key
-//!   (a `SeqCst` fence on each side): the timer thread sees the
-//!   cancellation, or the canceller sees the key and sends a removal. That
-//!   includes the kept delayed tasks that `cancel_on_shutdown` takes out
-//!   and puts back after `shutdown` (under new keys).
+//! * The dead entries the backend holds are at most the count in `dead`,
+//!   and the timer thread never sleeps with that count at or above
+//!   `sweep_at` (see above).
 //! * Due tasks are pushed on the injector while the backend lock is held,
 //!   and `shutdown_now` takes that lock to drain the backend before it
 //!   drains the injector: a task is either drained from the backend or
@@ -64,10 +86,23 @@ use crate::pool::Pool;
 use crate::sync::deque::{Injector, Steal};
 use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, StdArc};
 
-use super::{DelayQueue, Key, KeySlot, Nanos, TimerQueue};
+use super::{DelayQueue, Nanos, TimerQueue};
 
 /// Commands between `BACKLOG_WAKE` wake-ups of the timer thread.
 const BACKLOG_WAKE: usize = 1024;
+
+/// `Timer::dead`: the bits of the count of cancels not yet swept.
+const DEAD_COUNT_BITS: u32 = 40;
+/// `Timer::dead`: the mask of the count.
+const DEAD_COUNT: u64 = (1 << DEAD_COUNT_BITS) - 1;
+/// `Timer::dead`: the largest `sweep_at` (with more entries than twice
+/// this, a sweep pays for fewer cancels than half of them, still many).
+const MAX_SWEEP_AT: u64 = (1 << (64 - DEAD_COUNT_BITS)) - 1;
+
+/// The count and `sweep_at` in a `Timer::dead` word.
+fn unpack_dead(word: u64) -> (u64, u64) {
+    (word & DEAD_COUNT, word >> DEAD_COUNT_BITS)
+}
 
 /// `Timer::shutdown_filter`: nothing is dropped (running, or the policies
 /// keep every task).
@@ -81,8 +116,6 @@ const DROP_ALL: usize = 2;
 pub(crate) trait TimerEntry: Send + Sync + 'static {
     /// When it is due.
     fn deadline(&self) -> Nanos;
-    /// Where the timer put it (the handle removes it by this key).
-    fn key_slot(&self) -> &KeySlot;
     /// True if it was cancelled (or otherwise finished): not worth keeping.
     fn is_final(&self) -> bool;
     /// True for a periodic task.
@@ -93,10 +126,11 @@ pub(crate) trait TimerEntry: Send + Sync + 'static {
     fn into_job(self: StdArc<Self>) -> Job;
 }
 
-/// An instruction for the timer thread.
-enum Command {
-    Insert(StdArc<dyn TimerEntry>),
-    Remove(Key),
+/// A task for the timer thread to place. The deadline travels with it, so
+/// that placing it does not read the task (a cache line another core wrote).
+struct Insert {
+    deadline: Nanos,
+    entry: StdArc<dyn TimerEntry>,
 }
 
 /// What `shutdown` does with the tasks the timer holds.
@@ -114,10 +148,10 @@ type Queue = Box<dyn DelayQueue<StdArc<dyn TimerEntry>> + Send>;
 /// The timer of one pool (see the module doc).
 pub(crate) struct Timer {
     pub(crate) clock: Clock,
-    commands: Injector<Command>,
+    commands: Injector<Insert>,
     backlog: AtomicUsize,
-    /// A removal is in the command queue (see the module doc).
-    removals_waiting: AtomicBool,
+    /// The count of cancels not yet swept and `sweep_at` (module doc).
+    dead: AtomicU64,
     /// Cancel the tasks still pending instead of waiting for them (the
     /// executor was dropped, or `keep_delayed_tasks_on_shutdown(false)`).
     discard_on_shutdown: AtomicBool,
@@ -154,7 +188,7 @@ impl Timer {
             clock: Clock::new(),
             commands: Injector::new(),
             backlog: AtomicUsize::new(0),
-            removals_waiting: AtomicBool::new(false),
+            dead: AtomicU64::new(1 << DEAD_COUNT_BITS),
             discard_on_shutdown: AtomicBool::new(!policy.keep_delayed),
             keep_periodic_on_shutdown: policy.keep_periodic,
             shutdown_filter: AtomicUsize::new(KEEP_ALL),
@@ -177,10 +211,27 @@ impl Timer {
     }
 
     /// Counts a new scheduled task against the limit; false (and nothing
-    /// counted) if the timer already holds `max_pending`. Called inside the
+    /// counted) if the timer already holds `max_pending` live tasks (it
+    /// sweeps the cancelled ones out before it says so). Called inside the
     /// submission's admission (see the module doc on `pending`); a `true`
     /// must be followed by [`insert_reserved`](Self::insert_reserved).
     pub(crate) fn reserve(&self) -> bool {
+        if self.try_reserve() {
+            return true;
+        }
+        let (cancels, _) = unpack_dead(self.dead.load(Ordering::Acquire));
+        if cancels == 0 {
+            return false;
+        }
+        {
+            let mut queue = self.queue.lock();
+            self.apply_commands(&mut queue, self.clock.now());
+            self.sweep(&mut queue);
+        }
+        self.try_reserve()
+    }
+
+    fn try_reserve(&self) -> bool {
         if self.pending.fetch_add(1, Ordering::SeqCst) < self.max_pending {
             return true;
         }
@@ -191,7 +242,7 @@ impl Timer {
     /// Hands `entry`, counted by `reserve`, to the timer thread.
     pub(crate) fn insert_reserved(&self, entry: StdArc<dyn TimerEntry>) {
         let deadline = entry.deadline();
-        self.commands.push(Command::Insert(entry));
+        self.commands.push(Insert { deadline, entry });
         let backlog = self.backlog.fetch_add(1, Ordering::Relaxed) + 1;
         fence(Ordering::SeqCst);
         if deadline < self.armed.load(Ordering::SeqCst) || backlog % BACKLOG_WAKE == 0 {
@@ -206,17 +257,53 @@ impl Timer {
         self.insert_reserved(entry);
     }
 
-    /// Asks the timer thread to drop a cancelled entry (if it has placed it
-    /// yet: if not, it sees the cancellation when it does).
-    pub(crate) fn remove(&self, entry: &dyn TimerEntry) {
-        // Pairs with the fence in `place` (see there).
-        fence(Ordering::SeqCst);
-        if let Some(key) = entry.key_slot().get() {
-            self.commands.push(Command::Remove(key));
-            if !self.removals_waiting.swap(true, Ordering::SeqCst) {
-                self.parker.unpark();
-            }
+    /// Counts a cancel of a task the timer may hold (its state is already
+    /// CANCELLED), and wakes the timer thread to sweep if the count reached
+    /// `sweep_at` (module doc). `Release`: the sweep that reads the count
+    /// sees the state.
+    pub(crate) fn note_cancelled(&self) {
+        let word = self.dead.fetch_add(1, Ordering::AcqRel) + 1;
+        let (cancels, sweep_at) = unpack_dead(word);
+        if cancels >= sweep_at {
+            self.parker.unpark();
         }
+    }
+
+    /// Sweeps the cancelled entries out if the count reached `sweep_at`.
+    fn sweep_if_due(&self, queue: &mut Queue) {
+        let (cancels, sweep_at) = unpack_dead(self.dead.load(Ordering::Acquire));
+        if cancels > 0 && cancels >= sweep_at {
+            self.sweep(queue);
+        }
+    }
+
+    /// Removes every cancelled entry from the backend and takes the cancels
+    /// it read off the count (module doc).
+    fn sweep(&self, queue: &mut Queue) {
+        let (cancels, _) = unpack_dead(self.dead.load(Ordering::Acquire));
+        // Each entry is dropped as it leaves (freeing its task), before the
+        // backend frees its own storage once empty.
+        let swept = queue.remove_where(&mut |entry| entry.is_final(), &mut drop);
+        self.dead.fetch_sub(cancels, Ordering::Relaxed);
+        if swept > 0 {
+            self.pending.fetch_sub(swept, Ordering::SeqCst);
+        }
+    }
+
+    /// Publishes the count of cancels at which a cancel wakes the timer
+    /// thread to sweep: half the `held` entries (at least 1). True if the
+    /// count already reached it: sweep before sleeping (module doc).
+    fn publish_sweep_at(&self, held: usize) -> bool {
+        let sweep_at = (held as u64 / 2).clamp(1, MAX_SWEEP_AT);
+        let mut word = self.dead.load(Ordering::Acquire);
+        if unpack_dead(word).1 != sweep_at {
+            let publish = |w: u64| Some(w & DEAD_COUNT | sweep_at << DEAD_COUNT_BITS);
+            word = self
+                .dead
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, publish)
+                .expect("the update always applies");
+        }
+        unpack_dead(word).0 >= sweep_at
     }
 
     /// From now on, tasks still pending at shutdown are cancelled, not
@@ -245,11 +332,11 @@ impl Timer {
     /// (never early: deadlines are absolute).
     fn apply_commands(&self, queue: &mut Queue, now: Nanos) {
         self.backlog.store(0, Ordering::Relaxed);
-        self.removals_waiting.store(false, Ordering::SeqCst);
         loop {
             match self.commands.steal() {
-                Steal::Success(Command::Insert(entry)) => self.place(queue, entry, now),
-                Steal::Success(Command::Remove(key)) => self.discard(queue.remove(key)),
+                Steal::Success(Insert { deadline, entry }) => {
+                    self.place(queue, deadline, entry, now);
+                }
                 Steal::Retry => continue,
                 Steal::Empty => return,
             }
@@ -257,29 +344,15 @@ impl Timer {
     }
 
     /// Puts `entry` in the backend (an insert, or an entry put back after
-    /// `shutdown`), unless it was cancelled meanwhile.
-    ///
-    /// The key is published before the cancellation is checked, and a
-    /// cancel reads the key after its state change, each side with a
-    /// `SeqCst` fence between its write and its read: either this sees the
-    /// cancellation and removes the entry, or the canceller sees the key and
-    /// sends a removal (or both: the second removal finds a stale key and
-    /// does nothing).
-    fn place(&self, queue: &mut Queue, entry: StdArc<dyn TimerEntry>, now: Nanos) {
-        if entry.is_final() {
-            self.discard(Some(entry));
-            return;
-        }
+    /// `shutdown`), unless the shutdown policies drop it. An entry cancelled
+    /// meanwhile goes in too: its cancel was counted, and a sweep takes it
+    /// out (module doc); not looking saves reading the task here.
+    fn place(&self, queue: &mut Queue, deadline: Nanos, entry: StdArc<dyn TimerEntry>, now: Nanos) {
         if self.dropped_on_shutdown(&*entry) {
             self.cancel_dropped(entry);
             return;
         }
-        let key = queue.insert(now, entry.deadline(), StdArc::clone(&entry));
-        entry.key_slot().set(key);
-        fence(Ordering::SeqCst);
-        if entry.is_final() {
-            self.discard(queue.remove(key));
-        }
+        queue.insert(now, deadline, entry);
     }
 
     /// An entry left the timer without being handed over.
@@ -325,18 +398,18 @@ impl Timer {
         self.shutdown_filter.store(filter, Ordering::Relaxed);
         let mut kept = Vec::new();
         for entry in queue.drain() {
-            if self.dropped_on_shutdown(&*entry) {
+            if entry.is_final() {
+                self.discard(Some(entry));
+            } else if self.dropped_on_shutdown(&*entry) {
                 self.cancel_dropped(entry);
             } else {
                 kept.push(entry);
             }
         }
-        // Put back with `place`: the drain made their keys stale, so a cancel
-        // that reads one from now on sends a removal that finds nothing;
-        // `place` publishes the new key and then looks at the state, as for
-        // an insert, so a cancelled entry is not kept until its deadline.
+        // Put back in the order `drain` gave them (earliest first where the
+        // backend knows it cheaply).
         for entry in kept {
-            self.place(queue, entry, now);
+            self.place(queue, entry.deadline(), entry, now);
         }
     }
 
@@ -441,10 +514,11 @@ enum Turn {
 fn turn(pool: &Pool, now: impl Fn() -> Nanos) -> Turn {
     let timer = &pool.timer;
     timer.armed.store(0, Ordering::SeqCst);
-    let (next, held) = {
+    let (next, held, sweep_again) = {
         let mut queue = timer.queue.lock();
         timer.apply_commands(&mut queue, now());
         hand_over_due(pool, &mut queue, now());
+        timer.sweep_if_due(&mut queue);
         if pool.lifecycle.is_stopped() {
             return Turn::Exit;
         }
@@ -463,13 +537,15 @@ fn turn(pool: &Pool, now: impl Fn() -> Nanos) -> Turn {
                 return Turn::Exit;
             }
         }
-        (queue.next_due(), queue.len())
+        let held = queue.len();
+        let sweep_again = timer.publish_sweep_at(held);
+        (queue.next_due(), held, sweep_again)
     };
     timer
         .armed
         .store(next.unwrap_or(u64::MAX), Ordering::SeqCst);
     fence(Ordering::SeqCst);
-    if !timer.commands.is_empty() {
+    if sweep_again || !timer.commands.is_empty() {
         return Turn::Again;
     }
     Turn::Sleep { next, held }
@@ -531,18 +607,23 @@ fn hand_over_due(pool: &Pool, queue: &mut Queue, now: Nanos) {
 ///   CANCELLED (its join says so), its closure is dropped once, `pending`
 ///   is 0, and the worker and the timer thread exit (a re-armed entry that
 ///   nobody removes would keep them waiting: deadlock).
-/// * `cancel_vs_place`: a cancel races with the timer thread placing the
-///   entry (`place`'s fence against `remove`'s). Asserted: the entry leaves
-///   the backend either way (the timer thread runs until the backend is
-///   empty; a missed removal would leave it asleep: deadlock), `pending`
-///   is exactly 0 and the closure was dropped once.
+/// * `cancel_vs_sweep`: a cancel races with the timer thread's turn (its
+///   placing of the entry, its publication of `sweep_at` and its last look
+///   at the count before it sleeps). Asserted: the entry is swept out
+///   either way (the timer thread runs until the backend is empty; a
+///   missed sweep would leave it asleep: deadlock), `pending` is exactly 0
+///   and the closure was dropped once.
 /// * `cancel_vs_shutdown_keeping_delayed`: the same race after `shutdown`,
 ///   when the first turn after it takes the kept delayed tasks out and
 ///   puts them back (`cancel_on_shutdown`'s purge). Asserted as above. (A
-///   regression test: the entries were put back without `place`'s check, so
-///   a cancel that read the key the drain had just made stale left its
-///   entry, and `pending`, until its deadline; the workers of a pool shut
-///   down with `shutdown` wait for that.)
+///   regression model from the earlier removal-by-key protocol, where a
+///   cancel that read a key the purge had just made stale left its entry,
+///   and `pending`, until its deadline.)
+/// * `two_cancels_reach_sweep_at`: four entries (so `sweep_at` is 2), two
+///   of them cancelled by two threads at once while the timer thread turns.
+///   Asserted: the second cancel to be counted leads to a sweep (the timer
+///   thread runs until it holds two entries: a lost wake-up is a
+///   deadlock), the two live entries stay, and `pending` is 2.
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
@@ -711,8 +792,32 @@ mod loom_model {
     }
 
     #[test]
-    fn cancel_vs_place() {
-        model("timer::cancel_vs_place", || race_cancel_with_place(false));
+    fn cancel_vs_sweep() {
+        model("timer::cancel_vs_sweep", || race_cancel_with_place(false));
+    }
+
+    #[test]
+    fn two_cancels_reach_sweep_at() {
+        model("timer::two_cancels_reach_sweep_at", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            let handles: Vec<_> = (0..4).map(|_| schedule(&pool, || (), 0, LATER)).collect();
+            // The timer thread places them and publishes `sweep_at` = 2.
+            turns_until(&pool, |_, held| held == 4);
+            let mut handles = handles.into_iter();
+            let cancellers: Vec<_> = handles
+                .by_ref()
+                .take(2)
+                .map(|h| thread::spawn(move || assert!(h.cancel())))
+                .collect();
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || turns_until(&pool, |_, held| held == 2))
+            };
+            join_all(cancellers);
+            timer.join().unwrap();
+            assert_eq!(pool.timer.pending(), 2);
+            assert!(handles.all(|h| !h.is_finished()), "the live entries stay");
+        });
     }
 
     #[test]

@@ -388,6 +388,10 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         all.into_iter().map(|(_, value)| value).collect()
     }
 
+    fn keys_where(&self, pred: &mut dyn FnMut(&T) -> bool) -> Vec<Key> {
+        self.slab.keys_where(|entry| pred(&entry.value))
+    }
+
     #[cfg(all(test, not(loom)))]
     fn max_lateness(&self, _delay: Nanos) -> Nanos {
         self.tick - 1

@@ -176,6 +176,10 @@ impl<T> DelayQueue<T> for IndexedHeap<T> {
         all
     }
 
+    fn keys_where(&self, pred: &mut dyn FnMut(&T) -> bool) -> Vec<Key> {
+        self.slab.keys_where(|entry| pred(&entry.value))
+    }
+
     #[cfg(all(test, not(loom)))]
     fn max_lateness(&self, _delay: Nanos) -> Nanos {
         0

@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use crate::clock;
 use crate::error::BuildError;
-use crate::sync::{AtomicU64, Ordering};
 
 pub(crate) mod driver;
 pub(crate) mod hashed_wheel;
@@ -40,34 +39,6 @@ pub(crate) type Nanos = u64;
 pub(crate) struct Key {
     slot: u32,
     generation: u32,
-}
-
-/// Where the timer placed a task, kept in the task for its cancel: a key
-/// packed in one atomic word (`u64::MAX` until the timer placed it).
-#[derive(Debug)]
-pub(crate) struct KeySlot(AtomicU64);
-
-impl KeySlot {
-    const EMPTY: u64 = u64::MAX;
-
-    pub(crate) fn new() -> Self {
-        KeySlot(AtomicU64::new(Self::EMPTY))
-    }
-
-    pub(crate) fn set(&self, key: Key) {
-        let word = (u64::from(key.slot) << 32) | u64::from(key.generation);
-        self.0.store(word, Ordering::SeqCst);
-    }
-
-    pub(crate) fn get(&self) -> Option<Key> {
-        match self.0.load(Ordering::SeqCst) {
-            Self::EMPTY => None,
-            word => Some(Key {
-                slot: (word >> 32) as u32,
-                generation: word as u32,
-            }),
-        }
-    }
 }
 
 /// Which delayed work queue an executor uses, chosen with
@@ -257,6 +228,27 @@ pub(crate) trait DelayQueue<T> {
     /// be inserted again afterwards with the same `now`.
     fn drain(&mut self) -> Vec<T>;
 
+    /// The keys of the entries for which `pred` is true, in no particular
+    /// order.
+    fn keys_where(&self, pred: &mut dyn FnMut(&T) -> bool) -> Vec<Key>;
+
+    /// Removes every entry for which `dead` is true and hands each to
+    /// `removed` as it leaves (in no particular order), keeping the others
+    /// as they were: same deadlines, same order among equal deadlines.
+    /// Returns how many it removed. O(n) plus one removal per entry.
+    fn remove_where(
+        &mut self,
+        dead: &mut dyn FnMut(&T) -> bool,
+        removed: &mut dyn FnMut(T),
+    ) -> usize {
+        let keys = self.keys_where(dead);
+        let count = keys.len();
+        for key in keys {
+            removed(self.remove(key).expect("the key was just read"));
+        }
+        count
+    }
+
     /// How late, at most, an entry inserted `delay` before its deadline may
     /// be popped after it (0 for an exact backend). Checked by the property
     /// test.
@@ -353,6 +345,22 @@ impl<E> Slab<E> {
             self.free = NO_SLOT;
         }
         Some(entry)
+    }
+
+    /// The keys of the entries for which `pred` is true, in slot order.
+    pub(crate) fn keys_where(&self, mut pred: impl FnMut(&E) -> bool) -> Vec<Key> {
+        let occupied = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, s)| match s {
+                SlabSlot::Occupied { entry, generation } => Some((slot as u32, *generation, entry)),
+                SlabSlot::Vacant { .. } => None,
+            });
+        occupied
+            .filter(|(_, _, entry)| pred(entry))
+            .map(|(slot, generation, _)| Key { slot, generation })
+            .collect()
     }
 
     /// The entry `key` addresses, if it is still there.

@@ -8,6 +8,8 @@
 //! * among entries with equal deadlines, insertion order is kept;
 //! * a key removes its own entry once, and a stale key removes nothing;
 //! * `drain` takes out exactly the live entries, and time does not move;
+//! * `remove_where` takes out exactly the live entries it selects and
+//!   leaves the others in order;
 //! * `next_due` is never before the earliest deadline, and never later
 //!   than that deadline plus its lateness;
 //! * `len` agrees.
@@ -31,6 +33,9 @@ enum Op {
     Advance { by: Nanos },
     /// Take every entry out, due or not, without moving time.
     Drain,
+    /// Remove every entry whose id is `rest` modulo `modulus`, without
+    /// moving time (the timer's sweep of cancelled entries).
+    RemoveWhere { modulus: u64, rest: u64 },
 }
 
 /// Delays and steps on several scales, with many equal deadlines.
@@ -49,6 +54,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(|nth| Op::Remove { nth }),
         3 => prop_oneof![0u64..3, 0u64..1_500, 0u64..3_000_000].prop_map(|by| Op::Advance { by }),
         1 => Just(Op::Drain),
+        1 => (1u64..4, 0u64..4).prop_map(|(modulus, rest)| Op::RemoveWhere { modulus, rest }),
     ]
 }
 
@@ -106,6 +112,16 @@ fn check<Q: DelayQueue<u64>>(mut queue: Q, ops: &[Op]) -> Result<(), TestCaseErr
                 drained.sort_unstable();
                 let expected: Vec<u64> = std::mem::take(&mut live).into_keys().collect();
                 prop_assert_eq!(drained, expected, "drain");
+            }
+            Op::RemoveWhere { modulus, rest } => {
+                let selected = |id: &u64| id % modulus == rest % modulus;
+                let mut removed = Vec::new();
+                let count = queue.remove_where(&mut |id| selected(id), &mut |id| removed.push(id));
+                prop_assert_eq!(count, removed.len());
+                removed.sort_unstable();
+                let expected: Vec<u64> = live.keys().copied().filter(selected).collect();
+                live.retain(|id, _| !selected(id));
+                prop_assert_eq!(removed, expected, "remove_where");
             }
         }
         prop_assert_eq!(queue.len(), live.len());
