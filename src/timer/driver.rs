@@ -554,23 +554,20 @@ fn turn(pool: &Pool, now: impl Fn() -> Nanos) -> Turn {
 /// Pushes every due task on the injector (under the backend lock: see the
 /// module doc), then wakes a worker for them (one wake-up per batch: a
 /// worker that takes a batch from the injector announces the rest).
+///
+/// A cancelled task that fell due before a sweep took it out is pushed
+/// too, and the worker skips it: looking at its state here would cost the
+/// timer thread a cache miss on every task it hands over.
 fn hand_over_due(pool: &Pool, queue: &mut Queue, now: Nanos) {
-    let timer = &pool.timer;
-    let mut left = 0;
     let mut handed = 0;
     while let Some((_, entry)) = queue.pop_due(now) {
-        left += 1;
-        if !entry.is_final() {
-            pool.push_due_quietly(entry.into_job());
-            handed += 1;
-        }
-    }
-    // Only after the pushes: a task leaves `pending` once it is on the
-    // injector (module doc).
-    if left > 0 {
-        timer.pending.fetch_sub(left, Ordering::SeqCst);
+        pool.push_due_quietly(entry.into_job());
+        handed += 1;
     }
     if handed > 0 {
+        // Only after the pushes: a task leaves `pending` once it is on the
+        // injector (module doc).
+        pool.timer.pending.fetch_sub(handed, Ordering::SeqCst);
         pool.sleep.notify_work();
     }
 }
