@@ -1,8 +1,9 @@
 //! A task: the cell that a worker and a handle share, and its state machine.
 //!
 //! A submitted closure lives in a [`TaskCell`] together with one atomic
-//! state word, a slot for its output and a slot for the waker of whoever
-//! waits for it. The queues hold a reference to the cell in a
+//! state word and a slot for the waker of whoever waits for it; the closure
+//! and, once it ran, its output share one slot (the *stage*: a task never
+//! holds both). The queues hold a reference to the cell in a
 //! [`Job`](crate::job::Job); the [`TaskHandle`](crate::TaskHandle) holds
 //! another through [`Joinable<T>`]. A closure submitted with `execute` has
 //! no handle and needs no cell: its job is the closure itself.
@@ -27,14 +28,15 @@
 //!
 //! # Ground rules
 //!
-//! * **`job`** (the closure) belongs to whoever moves the lifecycle out of
-//!   SCHEDULED: the worker that claims it (to RUNNING) or the canceller (to
-//!   CANCELLED). Exactly one of them wins that compare-and-swap, so exactly
-//!   one of them takes the closure, and it is run or dropped exactly once.
-//! * **`output`** is written only by the claiming worker, before it moves
-//!   RUNNING -> COMPLETE with `Release`; it is read only by the handle, after
-//!   it has seen COMPLETE with `Acquire`. There is one handle, and taking the
-//!   output consumes it, so there is one reader.
+//! * **`stage`** holds the closure until whoever moves the lifecycle out
+//!   of SCHEDULED takes it: the worker that claims it (to RUNNING) or the
+//!   canceller (to CANCELLED). Exactly one of them wins that
+//!   compare-and-swap, so exactly one of them takes the closure, and it is
+//!   run or dropped exactly once. The claiming worker then writes the
+//!   output into the stage, before it moves RUNNING -> COMPLETE with
+//!   `Release`; the output is read only by the handle, after it has seen
+//!   COMPLETE with `Acquire`. There is one handle, and taking the output
+//!   consumes it, so there is one reader.
 //! * **`waiter`** is only touched under its lock. A waiter stores its waker
 //!   *first* and sets WAITER *second* (a CAS that fails if the state is
 //!   already final); the finisher moves to a final state *first* and, if the
@@ -208,18 +210,28 @@ impl Header {
     }
 }
 
+/// What the stage slot of a [`TaskCell`] holds.
+enum Stage<F, T> {
+    /// The closure, until a worker claims it or a cancel drops it.
+    Pending(F),
+    /// The closure's output (or its panic), until the handle takes it.
+    Done(Result<T, PanicPayload>),
+    /// Neither: taken.
+    Empty,
+}
+
 /// A task with its closure `F` and output `T`.
 pub(crate) struct TaskCell<F, T> {
     header: Header,
-    job: UnsafeCell<Option<F>>,
-    output: UnsafeCell<Option<Result<T, PanicPayload>>>,
+    stage: UnsafeCell<Stage<F, T>>,
 }
 
-// SAFETY: the cell is shared between threads through `StdArc`; its two
-// `UnsafeCell`s are never accessed concurrently:
-// - `job` only by the single winner of `leave_scheduled` (module doc),
-// - `output` by the claiming worker before its `Release` publication of
-//   COMPLETE, and by the unique handle after its `Acquire` read of it.
+// SAFETY: the cell is shared between threads through `StdArc`; its
+// `UnsafeCell` is never accessed concurrently (module doc, ground rules):
+// - the closure is taken only by the single winner of `leave_scheduled`,
+// - the output is written by the claiming worker before its `Release`
+//   publication of COMPLETE, and read by the unique handle after its
+//   `Acquire` read of it.
 // `F` and `T` move between threads (run on a worker, output read by the
 // handle's thread), hence the `Send` bounds; no `&F` or `&T` is ever shared.
 unsafe impl<F: Send, T: Send> Sync for TaskCell<F, T> {}
@@ -233,8 +245,15 @@ impl<F, T> TaskCell<F, T> {
     /// Takes the closure out. Only the winner of `leave_scheduled` calls it.
     fn take_job(&self) -> Option<F> {
         // SAFETY: the caller won `leave_scheduled`, which makes it the only
-        // thread that ever touches `job` (module doc, ground rules).
-        self.job.with_mut(|job| unsafe { (*job).take() })
+        // thread touching `stage` until it publishes a final state (module
+        // doc, ground rules).
+        let stage = self
+            .stage
+            .with_mut(|stage| unsafe { std::mem::replace(&mut *stage, Stage::Empty) });
+        match stage {
+            Stage::Pending(f) => Some(f),
+            _ => None,
+        }
     }
 
     /// Cancels the task if it is still scheduled (true iff this call did),
@@ -266,8 +285,7 @@ where
     pub(crate) fn new(f: F) -> Self {
         TaskCell {
             header: Header::default(),
-            job: UnsafeCell::new(Some(f)),
-            output: UnsafeCell::new(None),
+            stage: UnsafeCell::new(Stage::Pending(f)),
         }
     }
 
@@ -295,9 +313,10 @@ where
                 (RunOutcome::Panicked, Err(payload))
             }
         };
-        // SAFETY: we are RUNNING: nobody reads `output` until we publish
+        // SAFETY: we are RUNNING: nobody reads `stage` until we publish
         // COMPLETE below (ground rules).
-        self.output.with_mut(|slot| unsafe { *slot = Some(output) });
+        self.stage
+            .with_mut(|stage| unsafe { *stage = Stage::Done(output) });
         self.header.complete();
         outcome
     }
@@ -338,12 +357,16 @@ where
         }
         debug_assert!(self.header.is_final());
         // SAFETY: the caller saw a final state with `Acquire` and it is not
-        // CANCELLED, so it is COMPLETE: the worker wrote `output` before its
-        // `Release`, and the unique handle is the only reader (ground rules).
-        match self.output.with_mut(|slot| unsafe { (*slot).take() }) {
-            Some(Ok(value)) => Ok(value),
-            Some(Err(payload)) => Err(TaskError::Panicked(payload)),
-            None => unreachable!("the output of a task is taken once"),
+        // CANCELLED, so it is COMPLETE: the worker wrote the output before
+        // its `Release`, and the unique handle is the only reader (ground
+        // rules).
+        let stage = self
+            .stage
+            .with_mut(|stage| unsafe { std::mem::replace(&mut *stage, Stage::Empty) });
+        match stage {
+            Stage::Done(Ok(value)) => Ok(value),
+            Stage::Done(Err(payload)) => Err(TaskError::Panicked(payload)),
+            _ => unreachable!("the output of a task is taken once"),
         }
     }
 }

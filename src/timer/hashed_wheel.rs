@@ -388,8 +388,12 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         all.into_iter().map(|(_, value)| value).collect()
     }
 
-    fn keys_where(&self, pred: &mut dyn FnMut(&T) -> bool) -> Vec<Key> {
-        self.slab.keys_where(|entry| pred(&entry.value))
+    fn slots(&self) -> usize {
+        self.slab.slot_count()
+    }
+
+    fn key_in_slot_if(&self, slot: usize, pred: &mut dyn FnMut(&T) -> bool) -> Option<Key> {
+        self.slab.key_in_slot_if(slot, |entry| pred(&entry.value))
     }
 
     #[cfg(all(test, not(loom)))]

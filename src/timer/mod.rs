@@ -228,23 +228,35 @@ pub(crate) trait DelayQueue<T> {
     /// be inserted again afterwards with the same `now`.
     fn drain(&mut self) -> Vec<T>;
 
-    /// The keys of the entries for which `pred` is true, in no particular
-    /// order.
-    fn keys_where(&self, pred: &mut dyn FnMut(&T) -> bool) -> Vec<Key>;
+    /// The number of storage slots, live or free (entries are addressed by
+    /// slot: see [`Key`]).
+    fn slots(&self) -> usize;
+
+    /// The key of the entry in `slot` if there is one and `pred` is true
+    /// for it.
+    fn key_in_slot_if(&self, slot: usize, pred: &mut dyn FnMut(&T) -> bool) -> Option<Key>;
 
     /// Removes every entry for which `dead` is true and hands each to
     /// `removed` as it leaves (in no particular order), keeping the others
     /// as they were: same deadlines, same order among equal deadlines.
-    /// Returns how many it removed. O(n) plus one removal per entry.
+    /// Returns how many it removed. O(n) plus one removal per entry, and no
+    /// allocation: a sweep of a million entries leaves no large temporary
+    /// block behind in the allocator.
     fn remove_where(
         &mut self,
         dead: &mut dyn FnMut(&T) -> bool,
         removed: &mut dyn FnMut(T),
     ) -> usize {
-        let keys = self.keys_where(dead);
-        let count = keys.len();
-        for key in keys {
-            removed(self.remove(key).expect("the key was just read"));
+        let mut count = 0;
+        let mut slot = 0;
+        // `slots()` is read each time: it drops to 0 when the last entry
+        // leaves.
+        while slot < self.slots() {
+            if let Some(key) = self.key_in_slot_if(slot, dead) {
+                removed(self.remove(key).expect("the key was just read"));
+                count += 1;
+            }
+            slot += 1;
         }
         count
     }
@@ -347,20 +359,21 @@ impl<E> Slab<E> {
         Some(entry)
     }
 
-    /// The keys of the entries for which `pred` is true, in slot order.
-    pub(crate) fn keys_where(&self, mut pred: impl FnMut(&E) -> bool) -> Vec<Key> {
-        let occupied = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter_map(|(slot, s)| match s {
-                SlabSlot::Occupied { entry, generation } => Some((slot as u32, *generation, entry)),
-                SlabSlot::Vacant { .. } => None,
-            });
-        occupied
-            .filter(|(_, _, entry)| pred(entry))
-            .map(|(slot, generation, _)| Key { slot, generation })
-            .collect()
+    /// The number of slots, occupied or vacant.
+    pub(crate) fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The key of the entry in `slot` if it is occupied and `pred` is true
+    /// for its entry.
+    pub(crate) fn key_in_slot_if(&self, slot: usize, pred: impl FnOnce(&E) -> bool) -> Option<Key> {
+        match self.slots.get(slot)? {
+            SlabSlot::Occupied { entry, generation } if pred(entry) => Some(Key {
+                slot: slot as u32,
+                generation: *generation,
+            }),
+            _ => None,
+        }
     }
 
     /// The entry `key` addresses, if it is still there.
