@@ -51,8 +51,10 @@
 //!   [`Builder::on_panic`] hook and to the task's handle.
 //! * **Time**: one timer thread per executor owns the delayed work queue
 //!   and hands each task that falls due to the workers; it sleeps until the
-//!   next deadline and never wakes when nothing is due. Schedulers and
-//!   cancellers reach it through a lock-free command queue.
+//!   next deadline and never wakes when nothing is due. Schedulers reach it
+//!   through a lock-free command queue; a cancel only counts itself, and
+//!   the timer thread sweeps cancelled entries out in one pass once they
+//!   are half of what it holds.
 //! * **Shutdown**: [`ScheduledExecutor::shutdown`] lets queued tasks finish;
 //!   [`ScheduledExecutor::shutdown_now`] returns the ones that never started
 //!   as [`PendingTask`]s. Every task submitted before either one either runs
@@ -63,7 +65,8 @@
 //! The delayed work queue is a backend chosen with
 //! [`Builder::timer_queue`]; all three keep tasks in insertion order among
 //! equal deadlines, never run a task early, and give a cancelled task's
-//! memory back at once.
+//! memory back without waiting for its deadline (its closure at once, its
+//! entry at the next sweep).
 //!
 //! | [`TimerQueue`] | deadlines | insert, cancel | pick it for |
 //! |---|---|---|---|
