@@ -52,7 +52,8 @@
 //! a sweep read (`Acquire`, against the cancel's `Release`: every counted
 //! cancel's state change is visible to that sweep), so it is never less
 //! than the dead entries the backend holds; it may be more (a dead entry
-//! that fell due was dropped then), which only brings a sweep forward.
+//! that fell due before a sweep was handed over, and the worker skipped
+//! it), which only brings a sweep forward.
 //!
 //! A cancelled entry is still counted in `pending` (and against
 //! `max_scheduled_tasks`) until it is swept; `reserve` sweeps before it
