@@ -223,6 +223,7 @@ mod tests {
     /// (8). With the `Arc` counts that is 72 bytes, an 80-byte block for
     /// glibc's malloc; 8 bytes more would make it 96.
     #[test]
+    #[cfg(target_pointer_width = "64")]
     fn a_scheduled_task_cell_stays_small() {
         fn cell_size<F: FnOnce() + Send + 'static>(_: &F) -> usize {
             std::mem::size_of::<ScheduledTask<F, ()>>()

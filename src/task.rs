@@ -415,17 +415,23 @@ mod loom_model {
         (cell, job)
     }
 
+    /// Runs `job` on one thread while another cancels `cell`.
+    fn run_and_cancel<F: FnOnce() -> u32 + Send + 'static>(
+        cell: &StdArc<TaskCell<F, u32>>,
+        job: Job,
+    ) -> (thread::JoinHandle<RunOutcome>, thread::JoinHandle<bool>) {
+        let (pool, _) = bare_pool(1, Default::default());
+        let runner = thread::spawn(move || job.run(&pool));
+        let cell = StdArc::clone(cell);
+        (runner, thread::spawn(move || cell.cancel()))
+    }
+
     #[test]
     fn run_vs_cancel_vs_join() {
         model("task::run_vs_cancel_vs_join", || {
-            let (pool, _) = bare_pool(1, Default::default());
             let (drops, ran) = (DropCounter::new(), Arc::new(AtomicUsize::new(0)));
             let (cell, job) = task(&drops, &ran);
-            let runner = thread::spawn(move || job.run(&pool));
-            let canceller = {
-                let cell = StdArc::clone(&cell);
-                thread::spawn(move || cell.cancel())
-            };
+            let (runner, canceller) = run_and_cancel(&cell, job);
             let result = TaskHandle::new(cell).join();
             let cancelled = canceller.join().unwrap();
             let outcome = runner.join().unwrap();
@@ -451,14 +457,9 @@ mod loom_model {
     #[test]
     fn future_woken_by_run_or_cancel() {
         model("task::future_woken_by_run_or_cancel", || {
-            let (pool, _) = bare_pool(1, Default::default());
             let (drops, ran) = (DropCounter::new(), Arc::new(AtomicUsize::new(0)));
             let (cell, job) = task(&drops, &ran);
-            let runner = thread::spawn(move || job.run(&pool));
-            let canceller = {
-                let cell = StdArc::clone(&cell);
-                thread::spawn(move || cell.cancel())
-            };
+            let (runner, canceller) = run_and_cancel(&cell, job);
             let mut handle = TaskHandle::new(cell);
             let stale = Waker::from(StdArc::new(Stale));
             let result = match Pin::new(&mut handle).poll(&mut Context::from_waker(&stale)) {

@@ -312,6 +312,7 @@ impl WorkerContext {
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
+    use crate::handle::TaskHandle;
     use crate::loom_support::{bare_pool, expected_panic, join_all, model, spawn_workers};
     use crate::pool::Hooks;
     use crate::sync::{AtomicUsize, Ordering};
@@ -340,19 +341,24 @@ mod loom_model {
         });
     }
 
+    /// A task that submits two subtasks to its worker's deque and joins
+    /// both (23 once both ran).
+    fn submit_parent(pool: &Arc<Pool>) -> TaskHandle<u32> {
+        pool.submit(None, || {
+            // The oldest in the deque: what a thief takes first.
+            let stolen = crate::current::submit(|| 2).unwrap();
+            // The newest: the joining worker runs it itself.
+            let helped = crate::current::submit(|| 3).unwrap();
+            stolen.join().unwrap() * 10 + helped.join().unwrap()
+        })
+        .expect("the pool is running")
+    }
+
     #[test]
     fn join_helps_and_sees_a_result_run_elsewhere() {
         model("worker::join_helps_and_sees_a_result_run_elsewhere", || {
             let (pool, deques) = bare_pool(1, Default::default());
-            let parent = pool
-                .submit(None, || {
-                    // The oldest in the deque: what a thief takes first.
-                    let stolen = crate::current::submit(|| 2).unwrap();
-                    // The newest: the joining worker runs it itself.
-                    let helped = crate::current::submit(|| 3).unwrap();
-                    stolen.join().unwrap() * 10 + helped.join().unwrap()
-                })
-                .expect("the pool is running");
+            let parent = submit_parent(&pool);
             let workers = spawn_workers(&pool, deques);
             // One steal from the worker's deque, as another worker would.
             if let Steal::Success(job) = pool.stealers[0].steal() {
@@ -368,13 +374,7 @@ mod loom_model {
     fn join_helped_by_a_real_thief() {
         model("worker::join_helped_by_a_real_thief", || {
             let (pool, deques) = bare_pool(2, Default::default());
-            let parent = pool
-                .submit(None, || {
-                    let stolen = crate::current::submit(|| 2).unwrap();
-                    let helped = crate::current::submit(|| 3).unwrap();
-                    stolen.join().unwrap() * 10 + helped.join().unwrap()
-                })
-                .expect("the pool is running");
+            let parent = submit_parent(&pool);
             let workers = spawn_workers(&pool, deques);
             assert_eq!(parent.join().ok(), Some(23));
             pool.shutdown();

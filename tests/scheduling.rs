@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chronopool::{ScheduledExecutor, SubmitErrorKind, TaskError, TimerQueue};
+use chronopool::{ScheduledExecutor, ScheduledHandle, SubmitErrorKind, TaskError, TimerQueue};
 use common::{block_on, eventually, DropCounter, PATIENCE};
 
 fn pool(queue: TimerQueue, threads: usize) -> ScheduledExecutor {
@@ -657,8 +657,11 @@ fn a_zero_period_is_an_error_that_gives_the_job_back(queue: TimerQueue) {
     assert!(h.cancel());
 }
 
-fn shutdown_cancels_periodic_tasks_by_default(queue: TimerQueue) {
-    let pool = pool(queue, 1);
+/// A fixed-rate task due at once that counts its runs.
+fn counting_fixed_rate(
+    pool: &ScheduledExecutor,
+    period: Duration,
+) -> (Arc<AtomicUsize>, ScheduledHandle<()>) {
     let runs = Arc::new(AtomicUsize::new(0));
     let r = runs.clone();
     let h = pool
@@ -667,9 +670,15 @@ fn shutdown_cancels_periodic_tasks_by_default(queue: TimerQueue) {
                 r.fetch_add(1, Ordering::SeqCst);
             },
             Duration::ZERO,
-            Duration::from_millis(2),
+            period,
         )
         .unwrap();
+    (runs, h)
+}
+
+fn shutdown_cancels_periodic_tasks_by_default(queue: TimerQueue) {
+    let pool = pool(queue, 1);
+    let (runs, h) = counting_fixed_rate(&pool, Duration::from_millis(2));
     assert!(eventually(|| runs.load(Ordering::SeqCst) >= 2));
     pool.shutdown();
     assert!(
@@ -686,17 +695,7 @@ fn periodic_tasks_can_be_kept_after_shutdown(queue: TimerQueue) {
         .keep_periodic_tasks_on_shutdown(true)
         .build()
         .unwrap();
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let h = pool
-        .schedule_at_fixed_rate(
-            move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            },
-            Duration::ZERO,
-            Duration::from_millis(2),
-        )
-        .unwrap();
+    let (runs, h) = counting_fixed_rate(&pool, Duration::from_millis(2));
     pool.shutdown();
     let before = runs.load(Ordering::SeqCst);
     assert!(
@@ -758,17 +757,7 @@ fn the_scheduled_task_limit_refuses_and_gives_the_job_back(queue: TimerQueue) {
         .max_scheduled_tasks(1)
         .build()
         .unwrap();
-    let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
-    let h = pool
-        .schedule_at_fixed_rate(
-            move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            },
-            Duration::ZERO,
-            Duration::from_millis(1),
-        )
-        .unwrap();
+    let (runs, h) = counting_fixed_rate(&pool, Duration::from_millis(1));
     assert!(eventually(|| runs.load(Ordering::SeqCst) >= 5));
     assert!(h.cancel());
 }

@@ -357,11 +357,9 @@ impl Timer {
     }
 
     /// An entry left the timer without being handed over.
-    fn discard(&self, entry: Option<StdArc<dyn TimerEntry>>) {
-        if let Some(entry) = entry {
-            drop(entry);
-            self.pending.fetch_sub(1, Ordering::SeqCst);
-        }
+    fn discard(&self, entry: StdArc<dyn TimerEntry>) {
+        drop(entry);
+        self.pending.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// True if the shutdown policies in force drop `entry` (see
@@ -400,7 +398,7 @@ impl Timer {
         let mut kept = Vec::new();
         for entry in queue.drain() {
             if entry.is_final() {
-                self.discard(Some(entry));
+                self.discard(entry);
             } else if self.dropped_on_shutdown(&*entry) {
                 self.cancel_dropped(entry);
             } else {
