@@ -5,9 +5,10 @@
 //! * **FIFO among equal deadlines**: the heap orders by `(deadline, seq)`,
 //!   `seq` counting insertions (the JDK's tie-break; the JDK 25 delay
 //!   scheduler has none).
-//! * **Removal in O(log n)** by [`Key`]: each entry records where in the
-//!   heap array it sits (the JDK's `heapIndex`), so a cancelled task leaves
-//!   the heap at once instead of waiting for its deadline.
+//! * **Removal in O(log n)** by [`Key`]: each entry's position in the heap
+//!   array is recorded (the JDK's `heapIndex`, kept in a dense array of its
+//!   own), so an entry leaves from the middle of the heap at once instead
+//!   of waiting for its deadline.
 //! * **4-ary**: half the depth of a binary heap, and the four children of a
 //!   node sit in one or two cache lines; the heap array holds the ordering
 //!   keys inline (`deadline`, `seq`, slot: 24 bytes), so sifting compares
@@ -35,18 +36,17 @@ impl Item {
     }
 }
 
-#[derive(Debug)]
-struct Entry<T> {
-    value: T,
-    /// Index of this entry's item in the heap array.
-    pos: u32,
-}
-
 /// The indexed 4-ary heap (see the module doc).
 #[derive(Debug)]
 pub(crate) struct IndexedHeap<T> {
     heap: Vec<Item>,
-    slab: Slab<Entry<T>>,
+    slab: Slab<T>,
+    /// For each slab slot, the index of its item in the heap array (the
+    /// JDK's `heapIndex`). Kept apart from the slab, 4 bytes a slot: a
+    /// sift writes one position per level, and in this dense array those
+    /// writes hit the cache, where a write into the slab's entries would
+    /// first load a random line of it.
+    positions: Vec<u32>,
     next_seq: u64,
 }
 
@@ -55,6 +55,7 @@ impl<T> Default for IndexedHeap<T> {
         IndexedHeap {
             heap: Vec::new(),
             slab: Slab::default(),
+            positions: Vec::new(),
             next_seq: 0,
         }
     }
@@ -65,7 +66,7 @@ impl<T> IndexedHeap<T> {
     #[inline]
     fn place(&mut self, pos: usize, item: Item) {
         self.heap[pos] = item;
-        self.slab.at_mut(item.slot).pos = pos as u32;
+        self.positions[item.slot as usize] = pos as u32;
     }
 
     fn sift_up(&mut self, mut pos: usize) {
@@ -128,10 +129,10 @@ impl<T> IndexedHeap<T> {
 impl<T> DelayQueue<T> for IndexedHeap<T> {
     fn insert(&mut self, _now: Nanos, deadline: Nanos, value: T) -> Key {
         let pos = self.heap.len();
-        let key = self.slab.insert(Entry {
-            value,
-            pos: pos as u32,
-        });
+        let key = self.slab.insert(value);
+        if self.positions.len() < self.slab.slot_count() {
+            self.positions.resize(self.slab.slot_count(), 0);
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         self.heap.push(Item {
@@ -144,9 +145,13 @@ impl<T> DelayQueue<T> for IndexedHeap<T> {
     }
 
     fn remove(&mut self, key: Key) -> Option<T> {
-        let entry = self.slab.remove(key)?;
-        self.remove_at(entry.pos as usize);
-        Some(entry.value)
+        let value = self.slab.remove(key)?;
+        self.remove_at(self.positions[key.slot as usize] as usize);
+        if self.slab.slot_count() == 0 {
+            // The slab freed its slots (it was emptied): so do the positions.
+            self.positions = Vec::new();
+        }
+        Some(value)
     }
 
     fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)> {
@@ -181,7 +186,7 @@ impl<T> DelayQueue<T> for IndexedHeap<T> {
     }
 
     fn key_in_slot_if(&self, slot: usize, pred: &mut dyn FnMut(&T) -> bool) -> Option<Key> {
-        self.slab.key_in_slot_if(slot, |entry| pred(&entry.value))
+        self.slab.key_in_slot_if(slot, |value| pred(value))
     }
 
     #[cfg(all(test, not(loom)))]
@@ -237,6 +242,7 @@ mod tests {
             q.remove(k);
         }
         assert_eq!(q.len(), 0);
+        assert_eq!(q.positions.capacity(), 0, "positions freed with the slab");
         assert!(
             q.heap.capacity() <= 64,
             "heap capacity {}",
