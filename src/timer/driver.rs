@@ -3,9 +3,10 @@
 //! Each executor has one timer thread (`chronopool-timer`). It alone owns
 //! the delayed work queue (the backend, behind a lock that only
 //! `shutdown_now` ever contends for) and hands each task that falls due to
-//! the workers, by pushing it on the pool's injector and waking at most one
-//! idle worker (the sleep protocol's `notify_work`). Tasks run on workers,
-//! never on the timer thread.
+//! the workers, by pushing it on the pool's injector and waking an idle
+//! worker (the sleep protocol's `notify_work`, which wakes nobody while a
+//! worker is searching; see `hand_over_due`). Tasks run on workers, never
+//! on the timer thread.
 //!
 //! # Feeding it without a lock
 //!
@@ -551,8 +552,12 @@ fn turn(pool: &Pool, now: impl Fn() -> Nanos) -> Turn {
 }
 
 /// Pushes every due task on the injector (under the backend lock: see the
-/// module doc), then wakes a worker for them (one wake-up per batch: a
-/// worker that takes a batch from the injector announces the rest).
+/// module doc) and wakes a worker for them: right after the first push, so
+/// that the workers start on a large batch (a wheel's tick can hold
+/// thousands) while the rest is still being popped, and once more after
+/// the last, in case the first woken worker went back to sleep meanwhile.
+/// (Each call wakes a worker only if none is searching and one sleeps; a
+/// worker that takes a batch from the injector announces the rest.)
 ///
 /// A cancelled task that fell due before a sweep took it out is pushed
 /// too, and the worker skips it: looking at its state here would cost the
@@ -562,12 +567,17 @@ fn hand_over_due(pool: &Pool, queue: &mut Queue, now: Nanos) {
     while let Some((_, entry)) = queue.pop_due(now) {
         pool.push_due_quietly(entry.into_job());
         handed += 1;
+        if handed == 1 {
+            pool.sleep.notify_work();
+        }
     }
     if handed > 0 {
         // Only after the pushes: a task leaves `pending` once it is on the
         // injector (module doc).
         pool.timer.pending.fetch_sub(handed, Ordering::SeqCst);
-        pool.sleep.notify_work();
+        if handed > 1 {
+            pool.sleep.notify_work();
+        }
     }
 }
 
