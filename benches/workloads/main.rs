@@ -12,7 +12,9 @@
 //!
 //! Environment: `SYSTEMS` (comma list; default all), `SCALE` (multiplies
 //! task counts, never durations; default 1), `REPS` (measured repetitions;
-//! default 3), `THREADS` (worker threads per system; default 2).
+//! default 3), `THREADS` (worker threads per system; default 2),
+//! `LATENESS_BY_DUE` (if set, `timer-fire` also prints on stderr its
+//! lateness by due time, in 100 ms groups).
 //!
 //! Systems: `chronopool-heap` (one per timer queue backend, see
 //! `systems/mod.rs`), and the peers `tokio`, `scheduled-thread-pool`,

@@ -23,12 +23,19 @@ pub fn timer_fire<S: Timers>(config: &S::Config, p: &Params) -> Result<Metrics, 
     let delays = measure::delays_ns(n, Duration::ZERO, Duration::from_millis(1000));
     let slots = measure::slots(n);
     DONE.reset(n as u64);
+    // With LATENESS_BY_DUE set, each task's due time is kept too, for a
+    // breakdown on stderr (see `print_lateness_by_due`).
+    let mut dues: Option<Vec<i64>> =
+        std::env::var_os("LATENESS_BY_DUE").map(|_| Vec::with_capacity(n));
     let ex = Exec::<S>::start(config, p)?;
     let t0 = Instant::now();
     for (slot, &d) in slots.iter().zip(&delays) {
         let delay = Duration::from_nanos(d);
         let due = Instant::now() + delay;
         let due_ns = ns_of(due);
+        if let Some(dues) = &mut dues {
+            dues.push(due_ns);
+        }
         drop(ex.schedule(delay, due, move || late_hit(slot, due_ns))?);
     }
     let t1 = Instant::now();
@@ -38,6 +45,9 @@ pub fn timer_fire<S: Timers>(config: &S::Config, p: &Params) -> Result<Metrics, 
     if !ok {
         return Err(timed_out("timer-fire"));
     }
+    if let Some(dues) = &dues {
+        print_lateness_by_due(slots, dues, ns_of(t0), t1 - t0);
+    }
     let late = measure::lateness(slots, "timer-fire")?;
     Ok(vec![
         ("insert_ns_per_op", per_op_ns(t1 - t0, n)),
@@ -46,6 +56,38 @@ pub fn timer_fire<S: Timers>(config: &S::Config, p: &Params) -> Result<Metrics, 
         ("late_p99_us", percentile_us(&late, 99.0)),
         ("late_max_us", measure::max_us(&late)),
     ])
+}
+
+/// Prints on stderr the lateness of `timer-fire`'s tasks grouped by when
+/// they were due (100 ms groups from the first submit), so that the late
+/// tasks of the submit burst and those of the quiet second after it can be
+/// told apart.
+fn print_lateness_by_due(slots: &[AtomicI64], dues: &[i64], t0_ns: i64, submit: Duration) {
+    const GROUP_NS: i64 = 100_000_000;
+    let mut groups: Vec<Vec<i64>> = Vec::new();
+    for (slot, &due) in slots.iter().zip(dues) {
+        let group = ((due - t0_ns).max(0) / GROUP_NS) as usize;
+        if groups.len() <= group {
+            groups.resize_with(group + 1, Vec::new);
+        }
+        groups[group].push(slot.load(Ordering::Acquire));
+    }
+    eprintln!(
+        "  lateness by due time (submits took {:.0} ms):",
+        submit.as_secs_f64() * 1e3
+    );
+    for (i, late) in groups.iter_mut().enumerate().filter(|(_, g)| !g.is_empty()) {
+        late.sort_unstable();
+        eprintln!(
+            "    due {:4}-{:4} ms: {:7} tasks, p50 {:8.0} µs, p99 {:8.0} µs, max {:8.0} µs",
+            i as i64 * 100,
+            (i as i64 + 1) * 100,
+            late.len(),
+            percentile_us(late, 50.0),
+            percentile_us(late, 99.0),
+            measure::max_us(late),
+        );
+    }
 }
 
 /// N one-shot tasks (1,000,000 at SCALE 1) due in [10, 20) s, then every
