@@ -8,6 +8,7 @@
 //!
 //! ```text
 //! cargo bench --features bench-internals --bench ticks
+//! TICKS_ENTRIES=10000 cargo bench --features bench-internals --bench ticks
 //! ```
 //!
 //! Prints, per backend, the median, p99 and slowest tick and the ticks
@@ -19,7 +20,7 @@ use std::time::Instant;
 use chronopool::bench_internals::Backend;
 use chronopool::TimerQueue;
 
-/// Entries in the backend at the start.
+/// Entries in the backend at the start, unless `TICKS_ENTRIES` says.
 const ENTRIES: u64 = 1_000_000;
 /// One tick of expiry, and the earliest deadline.
 const TICK_NS: u64 = 1_000_000;
@@ -35,10 +36,10 @@ fn next_random(state: &mut u64) -> u64 {
 }
 
 /// The nanoseconds each tick's pops took, and how many entries it popped.
-fn tick_costs(queue: TimerQueue) -> Vec<(u64, usize)> {
+fn tick_costs(queue: TimerQueue, entries: u64) -> Vec<(u64, usize)> {
     let mut backend = Backend::new(queue);
     let mut state = 42;
-    for value in 0..ENTRIES {
+    for value in 0..entries {
         let deadline = TICK_NS + (next_random(&mut state) >> 11) % (SPAN_NS - TICK_NS);
         backend.insert(0, deadline, value);
     }
@@ -60,13 +61,18 @@ fn tick_costs(queue: TimerQueue) -> Vec<(u64, usize)> {
 type MakeQueue = fn() -> TimerQueue;
 
 fn main() {
+    let entries = match std::env::var("TICKS_ENTRIES") {
+        Ok(v) => v.parse().expect("TICKS_ENTRIES: a number of entries"),
+        Err(_) => ENTRIES,
+    };
+    println!("{entries} entries due over 1 s, popped every 1 ms");
     let queues: [(&str, MakeQueue); 3] = [
         ("heap", TimerQueue::heap),
         ("hashed_wheel", TimerQueue::hashed_wheel),
         ("hierarchical_wheel", TimerQueue::hierarchical_wheel),
     ];
     for (name, queue) in queues {
-        let ticks = tick_costs(queue());
+        let ticks = tick_costs(queue(), entries);
         let mut sorted: Vec<u64> = ticks.iter().map(|&(ns, _)| ns).collect();
         sorted.sort_unstable();
         let us = |ns: u64| ns as f64 / 1e3;
