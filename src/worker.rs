@@ -317,27 +317,28 @@ mod loom_model {
     use crate::pool::Hooks;
     use crate::sync::{AtomicUsize, Ordering};
 
+    /// One outside submit to `workers` real workers that are going to
+    /// sleep; its join sees the result, and the workers exit at shutdown.
+    fn submit_to_sleepy_workers(workers: usize) {
+        let (pool, deques) = bare_pool(workers, Default::default());
+        let workers = spawn_workers(&pool, deques);
+        let task = pool.submit(None, || 7).expect("the pool is running");
+        assert_eq!(task.join().ok(), Some(7));
+        pool.shutdown();
+        join_all(workers);
+    }
+
     #[test]
     fn submit_while_the_worker_goes_to_sleep() {
         model("worker::submit_while_the_worker_goes_to_sleep", || {
-            let (pool, deques) = bare_pool(1, Default::default());
-            let workers = spawn_workers(&pool, deques);
-            let task = pool.submit(None, || 7).expect("the pool is running");
-            assert_eq!(task.join().ok(), Some(7));
-            pool.shutdown();
-            join_all(workers);
+            submit_to_sleepy_workers(1)
         });
     }
 
     #[test]
     fn two_workers_submit_while_going_to_sleep() {
         model("worker::two_workers_submit_while_going_to_sleep", || {
-            let (pool, deques) = bare_pool(2, Default::default());
-            let workers = spawn_workers(&pool, deques);
-            let task = pool.submit(None, || 7).expect("the pool is running");
-            assert_eq!(task.join().ok(), Some(7));
-            pool.shutdown();
-            join_all(workers);
+            submit_to_sleepy_workers(2)
         });
     }
 

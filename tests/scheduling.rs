@@ -1,5 +1,5 @@
 //! Tasks that run later: the behaviour suite, written once and run against
-//! every delayed-queue backend (`backend_suite!` at the bottom).
+//! every delayed-queue backend (`common::backend_suites!` at the bottom).
 
 mod common;
 
@@ -762,67 +762,42 @@ fn the_scheduled_task_limit_refuses_and_gives_the_job_back(queue: TimerQueue) {
     assert!(h.cancel());
 }
 
-/// Instantiates every test of the suite for one backend: a module named
-/// after it, one `#[test]` per function above.
-macro_rules! backend_suite {
-    ($module:ident, $queue:expr) => {
-        backend_suite!(@tests $module, $queue, [
-            never_runs_before_its_due_instant,
-            zero_delays_and_past_instants_run_at_once,
-            huge_delays_saturate_and_can_be_cancelled,
-            equal_deadlines_run_in_submission_order,
-            earlier_deadlines_run_first,
-            an_earlier_task_rearms_the_timer,
-            cancel_wins_before_the_deadline_and_drops_the_closure_at_once,
-            cancelled_tasks_leave_the_timer_promptly,
-            cancelled_tasks_do_not_hold_up_termination,
-            cancel_races_the_deadline_exactly_one_wins,
-            a_scheduled_panic_is_isolated_and_reported,
-            delay_counts_down,
-            a_scheduled_handle_is_a_future,
-            join_timeout_gives_the_scheduled_handle_back,
-            delayed_tasks_still_run_after_shutdown_by_default,
-            delayed_tasks_can_be_cancelled_by_shutdown,
-            shutdown_now_returns_delayed_tasks,
-            many_timers_far_away_cost_no_cpu,
-            fixed_rate_run_n_is_due_at_start_plus_n_periods,
-            fixed_delay_counts_from_the_end_of_each_run,
-            a_periodic_task_never_overlaps_itself_and_keeps_its_state,
-            burst_catches_up_back_to_back,
-            skip_drops_missed_runs_and_keeps_the_phase,
-            delay_shifts_the_schedule,
-            cancelling_a_running_periodic_task_lets_the_run_finish_and_stops_it,
-            a_panic_ends_a_periodic_task_and_is_reported,
-            a_zero_period_is_an_error_that_gives_the_job_back,
-            shutdown_cancels_periodic_tasks_by_default,
-            periodic_tasks_can_be_kept_after_shutdown,
-            shutdown_now_returns_periodic_tasks,
-            the_scheduled_task_limit_refuses_and_gives_the_job_back,
-        ]);
-    };
-    (@tests $module:ident, $queue:expr, [$($test:ident),* $(,)?]) => {
-        mod $module {
-            use super::*;
-            $(
-                #[test]
-                fn $test() {
-                    super::$test($queue)
-                }
-            )*
-        }
-    };
+common::backend_suites! {
+    // A tiny wheel: most delays span many revolutions.
+    small_hashed_wheel: TimerQueue::hashed_wheel_with(Duration::from_micros(50), 4),
+    // A fine tick: the delays of the suite cross several levels.
+    fine_hierarchical_wheel: TimerQueue::hierarchical_wheel_with(Duration::from_nanos(100)),
+    tests: [
+        never_runs_before_its_due_instant,
+        zero_delays_and_past_instants_run_at_once,
+        huge_delays_saturate_and_can_be_cancelled,
+        equal_deadlines_run_in_submission_order,
+        earlier_deadlines_run_first,
+        an_earlier_task_rearms_the_timer,
+        cancel_wins_before_the_deadline_and_drops_the_closure_at_once,
+        cancelled_tasks_leave_the_timer_promptly,
+        cancelled_tasks_do_not_hold_up_termination,
+        cancel_races_the_deadline_exactly_one_wins,
+        a_scheduled_panic_is_isolated_and_reported,
+        delay_counts_down,
+        a_scheduled_handle_is_a_future,
+        join_timeout_gives_the_scheduled_handle_back,
+        delayed_tasks_still_run_after_shutdown_by_default,
+        delayed_tasks_can_be_cancelled_by_shutdown,
+        shutdown_now_returns_delayed_tasks,
+        many_timers_far_away_cost_no_cpu,
+        fixed_rate_run_n_is_due_at_start_plus_n_periods,
+        fixed_delay_counts_from_the_end_of_each_run,
+        a_periodic_task_never_overlaps_itself_and_keeps_its_state,
+        burst_catches_up_back_to_back,
+        skip_drops_missed_runs_and_keeps_the_phase,
+        delay_shifts_the_schedule,
+        cancelling_a_running_periodic_task_lets_the_run_finish_and_stops_it,
+        a_panic_ends_a_periodic_task_and_is_reported,
+        a_zero_period_is_an_error_that_gives_the_job_back,
+        shutdown_cancels_periodic_tasks_by_default,
+        periodic_tasks_can_be_kept_after_shutdown,
+        shutdown_now_returns_periodic_tasks,
+        the_scheduled_task_limit_refuses_and_gives_the_job_back,
+    ],
 }
-
-backend_suite!(heap, TimerQueue::heap());
-backend_suite!(hashed_wheel, TimerQueue::hashed_wheel());
-// A tiny wheel: most delays span many revolutions.
-backend_suite!(
-    small_hashed_wheel,
-    TimerQueue::hashed_wheel_with(Duration::from_micros(50), 4)
-);
-backend_suite!(hierarchical_wheel, TimerQueue::hierarchical_wheel());
-// A fine tick: the delays of the suite cross several levels.
-backend_suite!(
-    fine_hierarchical_wheel,
-    TimerQueue::hierarchical_wheel_with(Duration::from_nanos(100))
-);

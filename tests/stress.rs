@@ -957,40 +957,15 @@ fn shutdown_now_accounts_for_every_accepted_task(queue: TimerQueue) {
     }
 }
 
-/// Instantiates every test above for one backend: a module named after
-/// it, one `#[test]` per function.
-macro_rules! backend_suite {
-    ($module:ident, $queue:expr) => {
-        backend_suite!(@tests $module, $queue, [
-            schedule_cancel_fire_accounting,
-            periodic_tasks_never_overlap_and_stop_when_cancelled,
-            panics_do_not_kill_workers,
-            shutdown_now_accounts_for_every_accepted_task,
-        ]);
-    };
-    (@tests $module:ident, $queue:expr, [$($test:ident),* $(,)?]) => {
-        mod $module {
-            use super::*;
-            $(
-                #[test]
-                fn $test() {
-                    super::$test($queue)
-                }
-            )*
-        }
-    };
+common::backend_suites! {
+    // A small wheel: 8 slots of 50 µs, so most delays span many revolutions.
+    small_hashed_wheel: TimerQueue::hashed_wheel_with(Duration::from_micros(50), 8),
+    // A fine tick: the delays cross several levels.
+    fine_hierarchical_wheel: TimerQueue::hierarchical_wheel_with(Duration::from_micros(10)),
+    tests: [
+        schedule_cancel_fire_accounting,
+        periodic_tasks_never_overlap_and_stop_when_cancelled,
+        panics_do_not_kill_workers,
+        shutdown_now_accounts_for_every_accepted_task,
+    ],
 }
-
-backend_suite!(heap, TimerQueue::heap());
-backend_suite!(hashed_wheel, TimerQueue::hashed_wheel());
-// A small wheel: 8 slots of 50 µs, so most delays span many revolutions.
-backend_suite!(
-    small_hashed_wheel,
-    TimerQueue::hashed_wheel_with(Duration::from_micros(50), 8)
-);
-backend_suite!(hierarchical_wheel, TimerQueue::hierarchical_wheel());
-// A fine tick: the delays cross several levels.
-backend_suite!(
-    fine_hierarchical_wheel,
-    TimerQueue::hierarchical_wheel_with(Duration::from_micros(10))
-);

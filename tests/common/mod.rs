@@ -114,3 +114,43 @@ impl Drop for DropCounter {
         self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
 }
+
+/// Instantiates test functions that take a `TimerQueue` once per backend
+/// configuration: a module each for `heap`, `hashed_wheel`,
+/// `small_hashed_wheel`, `hierarchical_wheel` and
+/// `fine_hierarchical_wheel`, one `#[test]` per function in each. The
+/// caller gives the two small configurations, sized for its delays.
+#[allow(unused_macros)]
+macro_rules! backend_suites {
+    (
+        small_hashed_wheel: $small:expr,
+        fine_hierarchical_wheel: $fine:expr,
+        tests: [$($test:ident),* $(,)?] $(,)?
+    ) => {
+        $crate::common::backend_suites!(@one heap, chronopool::TimerQueue::heap(), [$($test),*]);
+        $crate::common::backend_suites!(
+            @one hashed_wheel, chronopool::TimerQueue::hashed_wheel(), [$($test),*]
+        );
+        $crate::common::backend_suites!(@one small_hashed_wheel, $small, [$($test),*]);
+        $crate::common::backend_suites!(
+            @one hierarchical_wheel, chronopool::TimerQueue::hierarchical_wheel(), [$($test),*]
+        );
+        $crate::common::backend_suites!(@one fine_hierarchical_wheel, $fine, [$($test),*]);
+    };
+    (@one $module:ident, $queue:expr, [$($test:ident),*]) => {
+        mod $module {
+            // For the caller's queue expression (the other modules name
+            // `chronopool::TimerQueue` in full).
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[test]
+                fn $test() {
+                    super::$test($queue)
+                }
+            )*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use backend_suites;
