@@ -17,7 +17,7 @@
 //! overflow list and no wrap-around; a level whose bitmap is 0 costs nothing.
 //!
 //! * **Cascading**: when the wheel's time reaches a slot of level `L > 0`,
-//!   its entries move, in list order, to the levels below, where they now
+//!   its entries move, in order, to the levels below, where they now
 //!   differ from the wheel's time in a lower group. An entry moves at most
 //!   once per level (at most 10 times in its life, about
 //!   log₆₄(delay / tick) times in practice), and is popped from level 0 at
@@ -30,15 +30,35 @@
 //!   cheap as one tick). No rotation is needed: the levels reach every tick,
 //!   so an occupied slot never lies behind the wheel's current slot of its
 //!   level (tokio rotates because its top level wraps).
-//! * **O(1) insert and cancel** by [`Key`]: entries live in the crate's
-//!   generational [`Slab`]; each slot's list is an intrusive doubly-linked
-//!   list through slab indices (`prev`, `next` as `u32`; a slot holds only
-//!   `head` and `tail`), so a cancelled entry is unlinked at once, and no
-//!   node is boxed per entry. An entry does not store its level and slot:
+//! * **Slots are arrays, not linked lists**: each slot keeps its entries
+//!   in a vector of *items* (the entry's [`Key`] and a copy of its tick,
+//!   16 bytes), appended to in insertion order; the values live in the
+//!   crate's generational [`Slab`]. So placing an entry writes to the end
+//!   of its slot's vector (a line the cache holds: a few hundred slots are
+//!   in use at a time), and a cascade is one sequential pass that never
+//!   reads the slab. A first version linked entries through the slab in
+//!   intrusive lists: a cascade then walked a million-entry list one cache
+//!   miss at a time, and stalled the wheel for 8–10 ms at every 64th tick
+//!   under a million timers a second; with arrays that tick takes ~0.4 ms
+//!   (`benches/ticks.rs`). A pop reads its value from the slab, and asks
+//!   the CPU to fetch the entry of the item eight places on (a prefetch),
+//!   so that the pops of one tick overlap their cache misses: that halved
+//!   the cost of expiring a million entries again.
+//! * **O(1) insert and cancel** by [`Key`]: a removal takes the value out
+//!   of the slab at once and leaves its item behind as a *tombstone* (its
+//!   key is stale), counted in its slot; a pop or a cascade drops it, a
+//!   slot whose entries are all gone is emptied, and a slot whose
+//!   tombstones outnumber its entries is compacted (amortised O(1) per
+//!   removal: a slot never holds more than twice its entries plus a few,
+//!   however long time stands still). The executor itself never removes by
+//!   key: it sweeps its cancelled entries out in one pass
+//!   ([`remove_where`](DelayQueue::remove_where)), which compacts every
+//!   slot and gives back the room it no longer needs. An entry does not
+//!   store its level and slot:
 //!   like tokio, the wheel derives them from the entry's tick and its own
 //!   time (the placement rule above gives the same answer until the wheel
-//!   reaches the slot, when it cascades it), which keeps an entry 8 bytes
-//!   smaller. A timer a year out costs what one a second out costs.
+//!   reaches the slot, when it cascades it). A timer a year out costs what
+//!   one a second out costs.
 //! * **Exact `next_due`**: the earliest entry is in the first occupied slot
 //!   of the lowest occupied level (see [`HierarchicalWheel::first_occupied`]
 //!   for why). On level 0 that slot's tick is exact. On a coarser level the
@@ -50,8 +70,8 @@
 //! * **FIFO among equal deadlines**: entries with equal deadlines in the
 //!   wheel together have equal ticks (an overdue one gets the wheel's time,
 //!   which cannot have passed an entry still in the wheel), hence the same
-//!   slot; lists are appended to, and a cascade moves a whole list in order
-//!   before the wheel's time enters the slot's span, that is before a later
+//!   slot; slots are appended to, and a cascade moves a whole slot in
+//!   order before the wheel's time enters the slot's span, that is before a later
 //!   entry of the same tick could be placed below it. Entries are placed
 //!   relative to the wheel's time, which an insert never advances. Within
 //!   one sequence of `pop_due` calls, entries come out by tick, within a
@@ -75,13 +95,14 @@
 //! With `n` entries:
 //!
 //! * `insert`, `remove`: O(1) (a division, an xor and a leading-zero count
-//!   to place the entry, a list link or unlink, two bitmap words).
+//!   to place the entry, a vector push or a tombstone, two bitmap words;
+//!   `remove` amortised, counting the compactions it triggers).
 //! * `pop_due`: O(1) per entry popped, plus the cascades of the slots it
 //!   reaches (each entry at most once per level: O(levels) per entry over
 //!   its life, not per call). Time jumps cost nothing.
 //! * `next_due`: O(1) (two bit scans and the slot's kept minimum), except
 //!   after the entry holding a coarse slot's minimum was cancelled: then a
-//!   scan of that one slot's list, O(k) for its k entries, after which it
+//!   scan of that one slot's items, O(k) for its k entries, after which it
 //!   holds again. (A first version kept one minimum per level, lost at each
 //!   cascade: with a million timers over a second, each 64 ms slot of level
 //!   1 then needed a scan of ~64,000 entries when it became the earliest,
@@ -89,12 +110,13 @@
 //!   pathological load (cancelling, again and again, the earliest of many
 //!   timers sharing one coarse slot) pays O(k) per call.
 //! * `drain`: O(n + occupied slots). `len`: O(1).
-//! * Memory: fixed, 11 × 64 slots of 8 bytes (5.5 KiB) and their kept
-//!   minima (16 bytes each, 11 KiB), 11 bitmap words and
-//!   a few words of state; per entry one slab slot: the value, its tick
-//!   (8 bytes), `prev` and `next` (8 bytes) and the slab's generation, 40
-//!   bytes for a 16-byte value such as `Arc<dyn Trait>`. The slab frees its
-//!   slots when the wheel empties.
+//! * Memory: fixed, 11 × 64 slots of 40 bytes (28 KiB) and their kept
+//!   minima (16 bytes each, 11 KiB), 11 bitmap words and a few words of
+//!   state; per entry one slab slot (the value, its tick and the slab's
+//!   generation: 32 bytes for a 16-byte value such as `Arc<dyn Trait>`)
+//!   and one 16-byte item, plus the vectors' spare room (at most as much
+//!   again). An emptied slot keeps room for at most 256 items (4 KiB); the
+//!   slab frees its slots when the wheel empties.
 //!
 //! # Lateness
 //!
@@ -114,7 +136,7 @@
 use std::cell::Cell;
 use std::fmt;
 
-use super::{DelayQueue, Key, Nanos, Slab, NO_SLOT};
+use super::{DelayQueue, Key, Nanos, Slab};
 
 /// Bits of a tick each level resolves: 64 slots per level.
 const SLOT_BITS: u32 = 6;
@@ -125,22 +147,19 @@ const SLOTS: usize = 1 << SLOT_BITS;
 /// Levels: enough for every `u64` tick (11 × 6 = 66 ≥ 64 bits).
 const LEVELS: usize = (u64::BITS as usize).div_ceil(SLOT_BITS as usize);
 
-/// A slot's list: the first and last entry (slab slots), `NO_SLOT` if empty.
-#[derive(Clone, Copy, Debug)]
-struct List {
-    head: u32,
-    tail: u32,
-}
+/// The most items a slot keeps room for once it is empty (4 KiB): the
+/// busy slots of a steady load do not reallocate at every turn, and an
+/// emptied slot never pins more than that.
+const RETAINED_ITEMS: usize = 256;
 
-impl List {
-    /// No entries.
-    const EMPTY: List = List {
-        head: NO_SLOT,
-        tail: NO_SLOT,
-    };
-}
+/// Tombstones a slot may hold before it is compacted, however few its
+/// entries (compacting a tiny slot at every removal would be wasted work).
+const MIN_COMPACTED: usize = 32;
 
-/// One timer in the slab.
+/// How many items ahead a pop asks for the slab entry it will need.
+const PREFETCH_AHEAD: usize = 8;
+
+/// One timer in the slab: its value and its tick.
 #[derive(Debug)]
 struct Entry<T> {
     value: T,
@@ -148,10 +167,51 @@ struct Entry<T> {
     /// wheel's time if that was later when it was inserted. With the
     /// wheel's time it determines the entry's level and slot.
     tick: u64,
-    /// The previous entry in its slot's list (`NO_SLOT`: the head).
-    prev: u32,
-    /// The next entry in its slot's list (`NO_SLOT`: the tail).
-    next: u32,
+}
+
+/// One entry in a slot's queue: its key and (a copy of) its tick, so that
+/// placing, cascading and scanning never read the slab.
+#[derive(Clone, Copy, Debug)]
+struct Item {
+    key: Key,
+    tick: u64,
+}
+
+/// The entries of one slot, in insertion order (see the module doc).
+#[derive(Debug, Default)]
+struct SlotQueue {
+    /// The items from `head` on are in the slot; those before it have been
+    /// popped.
+    items: Vec<Item>,
+    head: usize,
+    /// Items from `head` on whose entry was removed by key: their keys are
+    /// stale (tombstones).
+    removed: usize,
+}
+
+impl SlotQueue {
+    /// The entries in the slot (tombstones not counted).
+    #[inline]
+    fn live(&self) -> usize {
+        self.items.len() - self.head - self.removed
+    }
+
+    /// The items still in the slot, tombstones included.
+    #[inline]
+    fn pending(&self) -> &[Item] {
+        &self.items[self.head..]
+    }
+
+    /// Empties the slot, keeping room for at most `RETAINED_ITEMS`.
+    fn clear(&mut self) {
+        if self.items.capacity() > RETAINED_ITEMS {
+            self.items = Vec::new();
+        } else {
+            self.items.clear();
+        }
+        self.head = 0;
+        self.removed = 0;
+    }
 }
 
 /// The hierarchical timing wheel (see the module doc).
@@ -161,9 +221,9 @@ pub(crate) struct HierarchicalWheel<T> {
     /// The wheel's time, in ticks: where entries are placed from. Never
     /// ahead of the last `now` given to `pop_due`.
     elapsed: u64,
-    /// `LEVELS × SLOTS` lists, level by level.
-    lists: Box<[List]>,
-    /// Per level, bit `s` set iff slot `s` of that level is not empty.
+    /// `LEVELS × SLOTS` slots, level by level.
+    slots: Box<[SlotQueue]>,
+    /// Per level, bit `s` set iff slot `s` of that level holds an entry.
     occupied: [u64; LEVELS],
     /// Bit `l` set iff `occupied[l] != 0`.
     occupied_levels: u16,
@@ -171,7 +231,7 @@ pub(crate) struct HierarchicalWheel<T> {
     /// the earliest tick of its entries when known (`None`: unknown, or
     /// empty). Kept by every insert in O(1) (a slot's first entry sets it,
     /// later ones lower it); lost only when the entry holding it leaves
-    /// early (a cancel), then found again by one scan of that slot.
+    /// early (a removal by key), then found again by one scan of that slot.
     slot_min: Box<[Cell<Option<u64>>]>,
     slab: Slab<Entry<T>>,
 }
@@ -220,7 +280,7 @@ impl<T> HierarchicalWheel<T> {
         HierarchicalWheel {
             tick,
             elapsed: 0,
-            lists: vec![List::EMPTY; LEVELS * SLOTS].into_boxed_slice(),
+            slots: (0..LEVELS * SLOTS).map(|_| SlotQueue::default()).collect(),
             occupied: [0; LEVELS],
             occupied_levels: 0,
             slot_min: (0..LEVELS * SLOTS).map(|_| Cell::new(None)).collect(),
@@ -302,104 +362,121 @@ impl<T> HierarchicalWheel<T> {
         Some((level, bitmap.trailing_zeros() as usize))
     }
 
-    /// Appends the entry in slab slot `idx`, due at `tick`, to its slot's
-    /// list.
-    fn link(&mut self, idx: u32, tick: u64) {
-        let (level, slot) = self.position(tick);
-        let list = level * SLOTS + slot;
-        let tail = self.lists[list].tail;
-        let entry = self.slab.at_mut(idx);
-        entry.prev = tail;
-        entry.next = NO_SLOT;
-        if tail == NO_SLOT {
-            self.lists[list].head = idx;
+    /// Appends `item` to the slot its tick places it in.
+    #[inline]
+    fn link(&mut self, item: Item) {
+        let (level, slot) = self.position(item.tick);
+        let index = level * SLOTS + slot;
+        let queue = &mut self.slots[index];
+        let was_empty = queue.live() == 0;
+        queue.items.push(item);
+        if was_empty {
             self.occupied[level] |= 1 << slot;
             self.occupied_levels |= 1 << level;
-        } else {
-            self.slab.at_mut(tail).next = idx;
         }
-        self.lists[list].tail = idx;
         if level > 0 {
-            let min = &self.slot_min[list];
-            if tail == NO_SLOT {
-                min.set(Some(tick));
+            let min = &self.slot_min[index];
+            if was_empty {
+                min.set(Some(item.tick));
             } else if let Some(known) = min.get() {
-                min.set(Some(known.min(tick)));
+                min.set(Some(known.min(item.tick)));
             }
         }
     }
 
-    /// Unlinks `entry`, just taken out of slab slot `idx`, from its slot's
-    /// list.
-    fn unlink(&mut self, idx: u32, entry: &Entry<T>) {
-        let (level, slot) = self.position(entry.tick);
-        let list = level * SLOTS + slot;
-        debug_assert!(
-            (entry.prev != NO_SLOT || self.lists[list].head == idx)
-                && (entry.next != NO_SLOT || self.lists[list].tail == idx),
-            "entry {idx} is not in the list its tick places it in"
-        );
-        if entry.prev == NO_SLOT {
-            self.lists[list].head = entry.next;
-        } else {
-            self.slab.at_mut(entry.prev).next = entry.next;
-        }
-        if entry.next == NO_SLOT {
-            self.lists[list].tail = entry.prev;
-        } else {
-            self.slab.at_mut(entry.next).prev = entry.prev;
-        }
-        if self.lists[list].head == NO_SLOT {
-            self.clear_slot(level, slot);
-            self.slot_min[list].set(None);
-        } else if self.slot_min[list].get() == Some(entry.tick) {
-            // The minimum may have left (another entry of the same tick may
-            // remain: found again by a scan, harmlessly).
-            self.slot_min[list].set(None);
-        }
-    }
-
-    /// Marks `slot` of `level` empty in the bitmaps.
-    #[inline]
+    /// Empties `slot` of `level` (its entries left) and marks it so.
     fn clear_slot(&mut self, level: usize, slot: usize) {
+        self.slots[level * SLOTS + slot].clear();
+        self.slot_min[level * SLOTS + slot].set(None);
         self.occupied[level] &= !(1 << slot);
         if self.occupied[level] == 0 {
             self.occupied_levels &= !(1 << level);
         }
     }
 
+    /// True if `item` is a tombstone (its entry was removed by key).
+    #[inline]
+    fn is_tombstone(&self, item: &Item) -> bool {
+        self.slab.get(item.key).is_none()
+    }
+
     /// Moves the entries of `slot` on `level` (> 0), which the wheel's time
-    /// just reached, to the levels below, in list order.
+    /// just reached, to the levels below, in order. A sequential pass over
+    /// the slot's items that does not read the slab, unless the slot holds
+    /// tombstones (then they are dropped on the way).
     fn cascade(&mut self, level: usize, slot: usize) {
-        let list = std::mem::replace(&mut self.lists[level * SLOTS + slot], List::EMPTY);
+        let index = level * SLOTS + slot;
+        let mut queue = std::mem::take(&mut self.slots[index]);
         self.clear_slot(level, slot);
-        self.slot_min[level * SLOTS + slot].set(None);
-        let mut idx = list.head;
-        while idx != NO_SLOT {
-            let entry = self.slab.at(idx);
-            let (next, tick) = (entry.next, entry.tick);
-            debug_assert!(self.position(tick).0 < level, "a cascade moves down");
-            self.link(idx, tick);
-            idx = next;
+        let check = queue.removed > 0;
+        for item in queue.pending() {
+            if check && self.is_tombstone(item) {
+                continue;
+            }
+            debug_assert!(self.position(item.tick).0 < level, "a cascade moves down");
+            self.link(*item);
         }
+        // Give the slot its storage back.
+        queue.clear();
+        self.slots[index] = queue;
     }
 
     /// The earliest tick in `slot` of `level` (> 0): cached, or found by a
-    /// scan of its list and cached.
+    /// scan of its items and cached.
     fn earliest_in(&self, level: usize, slot: usize) -> u64 {
         let cached = &self.slot_min[level * SLOTS + slot];
         if let Some(min) = cached.get() {
             return min;
         }
-        let mut tick = u64::MAX;
-        let mut idx = self.lists[level * SLOTS + slot].head;
-        while idx != NO_SLOT {
-            let entry = self.slab.at(idx);
-            tick = tick.min(entry.tick);
-            idx = entry.next;
-        }
+        let queue = &self.slots[level * SLOTS + slot];
+        let check = queue.removed > 0;
+        let tick = queue
+            .pending()
+            .iter()
+            .filter(|item| !(check && self.is_tombstone(item)))
+            .map(|item| item.tick)
+            .min()
+            .unwrap_or(u64::MAX);
         cached.set(Some(tick));
         tick
+    }
+
+    /// Drops the tombstones (and the popped items) of slot `index`. Called
+    /// when they outnumber its entries, so each removal by key pays O(1)
+    /// for it, amortised, and a slot's items never exceed twice its entries
+    /// (plus `MIN_COMPACTED`), however many removals time does not pass.
+    fn compact(&mut self, index: usize) {
+        let queue = &mut self.slots[index];
+        let slab = &self.slab;
+        queue.items.drain(..queue.head);
+        queue.items.retain(|item| slab.get(item.key).is_some());
+        queue.head = 0;
+        queue.removed = 0;
+        if queue.items.capacity() > 2 * queue.items.len() + RETAINED_ITEMS {
+            queue.items.shrink_to_fit();
+        }
+    }
+
+    /// Pops the first entry of the level-0 `slot` (which holds one),
+    /// skipping tombstones.
+    fn pop_front(&mut self, slot: usize) -> (Key, T) {
+        loop {
+            let queue = &mut self.slots[slot];
+            let key = queue.items[queue.head].key;
+            if let Some(ahead) = queue.items.get(queue.head + PREFETCH_AHEAD) {
+                self.slab.prefetch(ahead.key.slot);
+            }
+            queue.head += 1;
+            match self.slab.remove(key) {
+                Some(entry) => {
+                    if self.slots[slot].live() == 0 {
+                        self.clear_slot(0, slot);
+                    }
+                    return (key, entry.value);
+                }
+                None => self.slots[slot].removed -= 1,
+            }
+        }
     }
 }
 
@@ -408,21 +485,30 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         debug_assert!(self.tick_of_now(now) >= self.elapsed, "now went back");
         // Overdue (behind the wheel's time): due at the wheel's time.
         let tick = self.tick_of_deadline(deadline).max(self.elapsed);
-        let key = self.slab.insert(Entry {
-            value,
-            tick,
-            prev: NO_SLOT,
-            next: NO_SLOT,
-        });
-        self.link(key.slot, tick);
+        let key = self.slab.insert(Entry { value, tick });
+        self.link(Item { key, tick });
         key
     }
 
     fn remove(&mut self, key: Key) -> Option<T> {
-        // Out of the slab first (this checks the generation); its neighbours
-        // are still there (if the slab emptied, it had none).
+        // Its item stays behind as a tombstone, counted in its slot.
         let entry = self.slab.remove(key)?;
-        self.unlink(key.slot, &entry);
+        let (level, slot) = self.position(entry.tick);
+        let index = level * SLOTS + slot;
+        let queue = &mut self.slots[index];
+        queue.removed += 1;
+        if queue.live() == 0 {
+            self.clear_slot(level, slot);
+            return Some(entry.value);
+        }
+        if queue.removed > queue.live().max(MIN_COMPACTED) {
+            self.compact(index);
+        }
+        if self.slot_min[index].get() == Some(entry.tick) {
+            // The minimum may have left (another entry of the same tick may
+            // remain: found again by a scan, harmlessly).
+            self.slot_min[index].set(None);
+        }
         Some(entry.value)
     }
 
@@ -438,10 +524,8 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
                         self.cascade(level, slot);
                         continue;
                     }
-                    // A level-0 slot is one tick, now due: its head first.
-                    let key = self.slab.key_at(self.lists[slot].head);
-                    let value = self.remove(key)?;
-                    return Some((key, value));
+                    // A level-0 slot is one tick, now due: its first entry.
+                    return Some(self.pop_front(slot));
                 }
                 _ => {
                     // Nothing due. The wheel's time may move up to `now`
@@ -473,25 +557,14 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         // Level by level, slot by slot: earliest first, except within a
         // slot of a coarse level (insertion order there).
         let mut all = Vec::with_capacity(self.len());
-        while self.occupied_levels != 0 {
-            let level = self.occupied_levels.trailing_zeros() as usize;
-            self.occupied_levels &= !(1 << level);
-            let mut bitmap = std::mem::take(&mut self.occupied[level]);
-            while bitmap != 0 {
-                let slot = bitmap.trailing_zeros() as usize;
-                bitmap &= bitmap - 1;
-                let list = std::mem::replace(&mut self.lists[level * SLOTS + slot], List::EMPTY);
-                let mut idx = list.head;
-                while idx != NO_SLOT {
-                    let key = self.slab.key_at(idx);
-                    let entry = self.slab.remove(key).expect("a listed entry is live");
-                    idx = entry.next;
-                    all.push(entry.value);
-                }
-            }
-        }
-        for min in self.slot_min.iter() {
-            min.set(None);
+        while let Some((level, slot)) = self.first_occupied() {
+            let queue = std::mem::take(&mut self.slots[level * SLOTS + slot]);
+            self.clear_slot(level, slot);
+            let values = queue
+                .pending()
+                .iter()
+                .filter_map(|item| self.slab.remove(item.key));
+            all.extend(values.map(|entry| entry.value));
         }
         all
     }
@@ -502,6 +575,52 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
 
     fn key_in_slot_if(&self, slot: usize, pred: &mut dyn FnMut(&T) -> bool) -> Option<Key> {
         self.slab.key_in_slot_if(slot, |entry| pred(&entry.value))
+    }
+
+    /// Slot by slot, keeping the order of the items that stay, dropping the
+    /// tombstones and giving back the room of the items that left.
+    fn remove_where(
+        &mut self,
+        dead: &mut dyn FnMut(&T) -> bool,
+        removed: &mut dyn FnMut(T),
+    ) -> usize {
+        let mut count = 0;
+        for level in 0..LEVELS {
+            let mut bitmap = self.occupied[level];
+            while bitmap != 0 {
+                let slot = bitmap.trailing_zeros() as usize;
+                bitmap &= bitmap - 1;
+                let index = level * SLOTS + slot;
+                let mut queue = std::mem::take(&mut self.slots[index]);
+                queue.items.drain(..queue.head);
+                queue.head = 0;
+                queue.removed = 0;
+                queue.items.retain(|item| match self.slab.get(item.key) {
+                    None => false,
+                    Some(entry) if dead(&entry.value) => {
+                        let entry = self.slab.remove(item.key).expect("just read");
+                        removed(entry.value);
+                        count += 1;
+                        false
+                    }
+                    Some(_) => true,
+                });
+                if queue.items.is_empty() {
+                    self.slots[index] = queue;
+                    self.clear_slot(level, slot);
+                    continue;
+                }
+                if queue.items.capacity() > 2 * queue.items.len() + RETAINED_ITEMS {
+                    queue.items.shrink_to_fit();
+                }
+                if level > 0 {
+                    let min = queue.items.iter().map(|item| item.tick).min();
+                    self.slot_min[index].set(min);
+                }
+                self.slots[index] = queue;
+            }
+        }
+        count
     }
 
     #[cfg(all(test, not(loom)))]
@@ -519,29 +638,39 @@ mod tests {
 
     const SECOND: Nanos = 1_000_000_000;
 
-    /// Checks every structural invariant: each live entry is in the list its
-    /// tick places it in, the lists are well linked, the bitmaps match the
-    /// lists, no slot lies behind the wheel's time, the cached minima are
-    /// exact, and the lists hold exactly `len` entries.
+    /// Checks every structural invariant: each live entry has one item, in
+    /// the slot its tick places it in, with its tick; each slot counts its
+    /// tombstones; an empty slot holds no items; the bitmaps match the
+    /// slots; no slot lies behind the wheel's time; the cached minima are
+    /// exact; and the slots hold exactly `len` entries.
     fn check_invariants<T>(q: &HierarchicalWheel<T>) {
-        let mut count = 0;
+        let mut seen = std::collections::HashSet::new();
         for level in 0..LEVELS {
             for slot in 0..SLOTS {
-                let list = q.lists[level * SLOTS + slot];
+                let queue = &q.slots[level * SLOTS + slot];
                 let bit = q.occupied[level] & (1 << slot) != 0;
-                assert_eq!(list.head != NO_SLOT, bit, "bitmap of {level}/{slot}");
-                assert_eq!(list.head == NO_SLOT, list.tail == NO_SLOT);
-                let (mut prev, mut idx, mut min) = (NO_SLOT, list.head, u64::MAX);
-                while idx != NO_SLOT {
-                    let entry = q.slab.at(idx);
-                    assert_eq!(entry.prev, prev, "prev link of {idx}");
-                    assert_eq!(q.position(entry.tick), (level, slot), "place of {idx}");
-                    assert!(entry.tick >= q.elapsed, "entry {idx} behind the wheel");
-                    min = min.min(entry.tick);
-                    count += 1;
-                    (prev, idx) = (idx, entry.next);
+                assert_eq!(queue.live() > 0, bit, "bitmap of {level}/{slot}");
+                if queue.live() == 0 {
+                    assert!(queue.items.is_empty() && queue.head == 0, "{level}/{slot}");
                 }
-                assert_eq!(list.tail, prev, "tail of {level}/{slot}");
+                let (mut min, mut tombstones) = (u64::MAX, 0);
+                for item in queue.pending() {
+                    let Some(entry) = q.slab.get(item.key) else {
+                        tombstones += 1;
+                        continue;
+                    };
+                    assert_eq!(entry.tick, item.tick, "tick of {:?}", item.key);
+                    assert_eq!(
+                        q.position(item.tick),
+                        (level, slot),
+                        "place of {:?}",
+                        item.key
+                    );
+                    assert!(item.tick >= q.elapsed, "{:?} behind the wheel", item.key);
+                    assert!(seen.insert(item.key), "{:?} listed twice", item.key);
+                    min = min.min(item.tick);
+                }
+                assert_eq!(queue.removed, tombstones, "tombstones of {level}/{slot}");
                 if let Some(cached) = q.slot_min[level * SLOTS + slot].get() {
                     assert!(level > 0, "a cached minimum on level 0");
                     assert_eq!(cached, min, "cached minimum of {level}/{slot}");
@@ -553,7 +682,7 @@ mod tests {
                 "level bitmap of {level}"
             );
         }
-        assert_eq!(count, q.len());
+        assert_eq!(seen.len(), q.len());
         q.first_occupied(); // its debug assertion: nothing behind
     }
 
@@ -843,13 +972,38 @@ mod tests {
     }
 
     #[test]
+    fn removals_while_time_stands_still_do_not_pile_up() {
+        let mut q = HierarchicalWheel::new(1_000);
+        let stays = q.insert(0, 5 * SECOND, 0);
+        for i in 1..100_000 {
+            let key = q.insert(0, 5 * SECOND + i, i);
+            assert_eq!(q.remove(key), Some(i));
+        }
+        check_invariants(&q);
+        let (level, slot) = q.position(q.tick_of_deadline(5 * SECOND));
+        let queue = &q.slots[level * SLOTS + slot];
+        assert!(
+            queue.items.len() <= 1 + MIN_COMPACTED + 1,
+            "{}",
+            queue.items.len()
+        );
+        assert!(
+            queue.items.capacity() <= RETAINED_ITEMS,
+            "{}",
+            queue.items.capacity()
+        );
+        assert_eq!(q.remove(stays), Some(0));
+        assert_eq!(q.len(), 0);
+    }
+
+    #[test]
     #[cfg(target_pointer_width = "64")]
-    fn an_entry_costs_40_bytes_for_a_fat_arc() {
+    fn an_entry_costs_48_bytes_for_a_fat_arc() {
         type Fat = Arc<dyn Fn() + Send + Sync>;
-        let size = std::mem::size_of::<super::super::SlabSlot<Entry<Fat>>>();
-        println!("slab slot for Arc<dyn Trait>: {size} bytes");
-        assert_eq!(size, 40);
-        assert_eq!(std::mem::size_of::<List>(), 8);
+        let slab = std::mem::size_of::<super::super::SlabSlot<Entry<Fat>>>();
+        let item = std::mem::size_of::<Item>();
+        println!("slab slot for Arc<dyn Trait>: {slab} bytes, item {item} bytes");
+        assert_eq!(slab + item, 48);
     }
 
     /// Random operations (a fixed-seed generator), with every structural
@@ -876,7 +1030,7 @@ mod tests {
                             2 => random(1 << 40),
                             _ => u64::MAX - now - random(3),
                         };
-                        keys.push(q.insert(now, now + delay, ()));
+                        keys.push(q.insert(now, now + delay, keys.len() as u64));
                     }
                     4..=5 if !keys.is_empty() => {
                         let k = keys.swap_remove(random(keys.len() as u64) as usize);
@@ -890,6 +1044,16 @@ mod tests {
                         if next.is_some_and(|n| n <= now) {
                             assert!(!popped.is_empty(), "next_due {next:?} but nothing at {now}");
                         }
+                    }
+                    9 if random(8) == 0 => {
+                        // A sweep: every third value, tombstones dropped.
+                        let before = q.len();
+                        let mut swept = 0;
+                        let count = q.remove_where(&mut |v| v % 3 == 0, &mut |v| {
+                            assert_eq!(v % 3, 0);
+                            swept += 1;
+                        });
+                        assert_eq!((count, q.len()), (swept, before - swept));
                     }
                     _ => {
                         q.next_due();
