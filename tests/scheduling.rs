@@ -8,15 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chronopool::{ScheduledExecutor, ScheduledHandle, SubmitErrorKind, TaskError, TimerQueue};
-use common::{block_on, eventually, DropCounter, PATIENCE};
-
-fn pool(queue: TimerQueue, threads: usize) -> ScheduledExecutor {
-    ScheduledExecutor::builder()
-        .worker_threads(threads)
-        .timer_queue(queue)
-        .build()
-        .unwrap()
-}
+use common::{block_on, eventually, pool, DropCounter, PATIENCE};
 
 /// A one-worker pool whose `on_panic` hook counts the panics it sees
 /// (the panics tests provoke stay quiet).

@@ -20,7 +20,7 @@ use chronopool::{
     JoinTimeoutError, MissedRuns, ScheduledExecutor, ScheduledHandle, SubmitErrorKind, TaskError,
     TaskHandle, TimerQueue,
 };
-use common::{eventually, DropCounter, PATIENCE};
+use common::{eventually, pool, DropCounter, PATIENCE};
 
 /// The release figure in an optimised build, the debug figure otherwise
 /// (`cargo test`, the README's command, builds without optimisations).
@@ -72,14 +72,6 @@ fn seed(test: &str) -> u64 {
         });
     eprintln!("{test}: STRESS_SEED={seed}");
     seed
-}
-
-fn pool(queue: TimerQueue, threads: usize) -> ScheduledExecutor {
-    ScheduledExecutor::builder()
-        .worker_threads(threads)
-        .timer_queue(queue)
-        .build()
-        .unwrap()
 }
 
 // ---------------------------------------------------------------------------

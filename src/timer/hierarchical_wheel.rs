@@ -202,6 +202,20 @@ impl SlotQueue {
         &self.items[self.head..]
     }
 
+    /// Keeps, in order, the items still in the slot for which `keep` is
+    /// true (which must be false for every tombstone), and drops the popped
+    /// ones; a vector left with more than twice the room it needs (plus
+    /// `RETAINED_ITEMS`) is shrunk.
+    fn retain(&mut self, keep: impl FnMut(&Item) -> bool) {
+        self.items.drain(..self.head);
+        self.items.retain(keep);
+        self.head = 0;
+        self.removed = 0;
+        if self.items.capacity() > 2 * self.items.len() + RETAINED_ITEMS {
+            self.items.shrink_to_fit();
+        }
+    }
+
     /// Empties the slot, keeping room for at most `RETAINED_ITEMS`.
     fn clear(&mut self) {
         if self.items.capacity() > RETAINED_ITEMS {
@@ -446,15 +460,8 @@ impl<T> HierarchicalWheel<T> {
     /// for it, amortised, and a slot's items never exceed twice its entries
     /// (plus `MIN_COMPACTED`), however many removals time does not pass.
     fn compact(&mut self, index: usize) {
-        let queue = &mut self.slots[index];
         let slab = &self.slab;
-        queue.items.drain(..queue.head);
-        queue.items.retain(|item| slab.get(item.key).is_some());
-        queue.head = 0;
-        queue.removed = 0;
-        if queue.items.capacity() > 2 * queue.items.len() + RETAINED_ITEMS {
-            queue.items.shrink_to_fit();
-        }
+        self.slots[index].retain(|item| slab.get(item.key).is_some());
     }
 
     /// Pops the first entry of the level-0 `slot` (which holds one),
@@ -593,33 +600,24 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
                 let slot = bitmap.trailing_zeros() as usize;
                 bitmap &= bitmap - 1;
                 let index = level * SLOTS + slot;
-                let mut queue = std::mem::take(&mut self.slots[index]);
-                queue.items.drain(..queue.head);
-                queue.head = 0;
-                queue.removed = 0;
-                queue.items.retain(|item| match self.slab.get(item.key) {
+                let slab = &mut self.slab;
+                self.slots[index].retain(|item| match slab.get(item.key) {
                     None => false,
                     Some(entry) if dead(&entry.value) => {
-                        let entry = self.slab.remove(item.key).expect("just read");
+                        let entry = slab.remove(item.key).expect("just read");
                         removed(entry.value);
                         count += 1;
                         false
                     }
                     Some(_) => true,
                 });
+                let queue = &self.slots[index];
                 if queue.items.is_empty() {
-                    self.slots[index] = queue;
                     self.clear_slot(level, slot);
-                    continue;
-                }
-                if queue.items.capacity() > 2 * queue.items.len() + RETAINED_ITEMS {
-                    queue.items.shrink_to_fit();
-                }
-                if level > 0 {
+                } else if level > 0 {
                     let min = queue.items.iter().map(|item| item.tick).min();
                     self.slot_min[index].set(min);
                 }
-                self.slots[index] = queue;
             }
         }
         count

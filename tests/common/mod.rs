@@ -11,6 +11,15 @@ use std::time::{Duration, Instant};
 /// Generous: tests must not flake on a loaded 2-core machine.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
+/// An executor with `threads` workers and the timer queue `queue`.
+pub fn pool(queue: chronopool::TimerQueue, threads: usize) -> chronopool::ScheduledExecutor {
+    chronopool::ScheduledExecutor::builder()
+        .worker_threads(threads)
+        .timer_queue(queue)
+        .build()
+        .unwrap()
+}
+
 /// Polls `cond` until it holds or `PATIENCE` runs out; true if it held.
 pub fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + PATIENCE;
