@@ -412,14 +412,6 @@ impl<E> Slab<E> {
     }
 
     /// The entry in `slot`, which the caller knows to be occupied.
-    pub(crate) fn at(&self, slot: u32) -> &E {
-        match &self.slots[slot as usize] {
-            SlabSlot::Occupied { entry, .. } => entry,
-            SlabSlot::Vacant { .. } => unreachable!("slot {slot} is occupied"),
-        }
-    }
-
-    /// The entry in `slot`, which the caller knows to be occupied.
     pub(crate) fn at_mut(&mut self, slot: u32) -> &mut E {
         match &mut self.slots[slot as usize] {
             SlabSlot::Occupied { entry, .. } => entry,
