@@ -52,7 +52,8 @@
 //! * **Time**: one timer thread per executor owns the delayed work queue
 //!   and hands each task that falls due to the workers; it sleeps until the
 //!   next deadline and never wakes when nothing is due. Schedulers reach it
-//!   through a lock-free command queue; a cancel only counts itself, and
+//!   through a bounded lock-free command queue (a scheduler that finds it
+//!   full places its backlog itself); a cancel only counts itself, and
 //!   the timer thread sweeps cancelled entries out in one pass once they
 //!   are half of what it holds.
 //! * **Shutdown**: [`ScheduledExecutor::shutdown`] lets queued tasks finish;
@@ -103,6 +104,7 @@ mod parker;
 mod pending;
 mod periodic;
 mod pool;
+mod ring;
 mod scheduled;
 mod sleep;
 mod sync;

@@ -10,10 +10,10 @@
 //!
 //! # Feeding it without a lock
 //!
-//! Scheduling and cancelling threads never touch the backend. They push a
-//! [`Command`] on a lock-free queue (a crossbeam `Injector`) and wake the
-//! timer thread only when it must see the command before it would wake
-//! anyway:
+//! Scheduling and cancelling threads do not touch the backend while the
+//! timer thread keeps up. A scheduler pushes an insert command on a bounded
+//! lock-free queue (a [`Ring`]) and wakes the timer thread only when it
+//! must see the command before it would wake anyway:
 //!
 //! * An insert wakes it if its deadline is earlier than the one the timer
 //!   thread is sleeping until (`armed`). The timer thread publishes `armed`,
@@ -25,8 +25,27 @@
 //!   the earliest deadline, and it does not wake for a later one.
 //! * While it is awake, `armed` is 0: nobody wakes it; it reads the
 //!   commands before it sleeps again.
-//! * Every `BACKLOG_WAKE` inserts also wake it, so that the command queue
-//!   stays short.
+//! * A push that brings the backlog to `BACKLOG_WAKE` (half the queue)
+//!   also wakes it, so that the queue rarely fills.
+//! * **A full queue is applied by its scheduler.** A scheduler that finds
+//!   the queue full takes the backend lock, applies every queued command
+//!   itself (reading the clock under the lock, so never behind a `now` the
+//!   timer thread used), and then wakes the timer thread: a command it
+//!   applied may be due before the deadline the timer thread sleeps until,
+//!   and that command's own scheduler, having seen the timer thread awake
+//!   (`armed` 0) or its look at the queue still to come, did not wake it;
+//!   the queue that look finds may now be empty. `reserve`, which applies
+//!   the queue before it sweeps, wakes it for the same reason.
+//!
+//! Why bounded: the queue never allocates (4,096 commands of 24 bytes and
+//! their sequence numbers, 128 KiB, allocated with the timer). crossbeam's unbounded
+//! `Injector`, used before, allocated a 2 KiB block every 63 pushes, which
+//! the timer thread freed: under a burst the two threads took turns at
+//! glibc's arena lock, and perf found both asleep on it. And a burst can
+//! run at most 4,096 commands ahead of the timer thread, so the tasks that
+//! fall due during it are not held up behind a backlog of a million
+//! inserts. Measured with the `timer-fire` and `cancel` workloads (a
+//! million timers; `benches/results/2026-11-21-bounded-commands.txt`).
 //!
 //! # Cancelled entries: counted, then swept
 //!
@@ -85,13 +104,25 @@ use crate::clock::Clock;
 use crate::job::Job;
 use crate::parker::Parker;
 use crate::pool::Pool;
-use crate::sync::deque::{Injector, Steal};
+use crate::ring::Ring;
 use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, StdArc};
 
 use super::{DelayQueue, Nanos, TimerQueue};
 
-/// Commands between `BACKLOG_WAKE` wake-ups of the timer thread.
-const BACKLOG_WAKE: usize = 1024;
+/// The most commands the queue holds (module doc); 2 under loom, so that
+/// the models reach a full queue.
+#[cfg(not(loom))]
+const COMMANDS_CAPACITY: usize = 4096;
+#[cfg(loom)]
+const COMMANDS_CAPACITY: usize = 2;
+
+/// A push that brings the backlog to this wakes the timer thread: half the
+/// queue (never under loom: the models' queue fills instead).
+const BACKLOG_WAKE: usize = if cfg!(loom) {
+    usize::MAX
+} else {
+    COMMANDS_CAPACITY / 2
+};
 
 /// `Timer::dead`: the bits of the count of cancels not yet swept.
 const DEAD_COUNT_BITS: u32 = 40;
@@ -150,7 +181,7 @@ type Queue = Box<dyn DelayQueue<StdArc<dyn TimerEntry>> + Send>;
 /// The timer of one pool (see the module doc).
 pub(crate) struct Timer {
     pub(crate) clock: Clock,
-    commands: Injector<Insert>,
+    commands: Ring<Insert>,
     backlog: AtomicUsize,
     /// The count of cancels not yet swept and `sweep_at` (module doc).
     dead: AtomicU64,
@@ -188,7 +219,7 @@ impl Timer {
     pub(crate) fn new(kind: TimerQueue, policy: ShutdownPolicy, max_pending: usize) -> Self {
         Timer {
             clock: Clock::new(),
-            commands: Injector::new(),
+            commands: Ring::with_capacity(COMMANDS_CAPACITY),
             backlog: AtomicUsize::new(0),
             dead: AtomicU64::new(1 << DEAD_COUNT_BITS),
             discard_on_shutdown: AtomicBool::new(!policy.keep_delayed),
@@ -225,12 +256,20 @@ impl Timer {
         if cancels == 0 {
             return false;
         }
+        self.apply_commands_here(|timer, queue| timer.sweep(queue));
+        self.try_reserve()
+    }
+
+    /// Applies the queued commands on the calling thread, then `and_then`
+    /// under the same lock, and wakes the timer thread (see the module doc:
+    /// a command applied here may be due before it would wake).
+    fn apply_commands_here(&self, and_then: impl FnOnce(&Self, &mut Queue)) {
         {
             let mut queue = self.queue.lock();
             self.apply_commands(&mut queue, self.clock.now());
-            self.sweep(&mut queue);
+            and_then(self, &mut queue);
         }
-        self.try_reserve()
+        self.parker.unpark();
     }
 
     fn try_reserve(&self) -> bool {
@@ -241,13 +280,18 @@ impl Timer {
         false
     }
 
-    /// Hands `entry`, counted by `reserve`, to the timer thread.
+    /// Hands `entry`, counted by `reserve`, to the timer thread (applying
+    /// the queue here first if it is full: module doc).
     pub(crate) fn insert_reserved(&self, entry: StdArc<dyn TimerEntry>) {
         let deadline = entry.deadline();
-        self.commands.push(Insert { deadline, entry });
+        let mut insert = Insert { deadline, entry };
+        while let Err(back) = self.commands.push(insert) {
+            insert = back;
+            self.apply_commands_here(|_, _| ());
+        }
         let backlog = self.backlog.fetch_add(1, Ordering::Relaxed) + 1;
         fence(Ordering::SeqCst);
-        if deadline < self.armed.load(Ordering::SeqCst) || backlog % BACKLOG_WAKE == 0 {
+        if deadline < self.armed.load(Ordering::SeqCst) || backlog == BACKLOG_WAKE {
             self.parker.unpark();
         }
     }
@@ -332,17 +376,21 @@ impl Timer {
     /// for the whole batch: a wheel places entries relative to it, and a few
     /// microseconds of staleness only make it place them slightly coarser
     /// (never early: deadlines are absolute).
-    fn apply_commands(&self, queue: &mut Queue, now: Nanos) {
+    ///
+    /// At most `COMMANDS_CAPACITY` commands per call, so that a scheduler
+    /// that keeps the queue filled cannot keep the timer thread applying
+    /// (and not handing over) for the whole of its burst: the turn hands
+    /// over the due tasks, sees the queue still holds commands, and turns
+    /// again. Returns true if it emptied the queue.
+    fn apply_commands(&self, queue: &mut Queue, now: Nanos) -> bool {
         self.backlog.store(0, Ordering::Relaxed);
-        loop {
-            match self.commands.steal() {
-                Steal::Success(Insert { deadline, entry }) => {
-                    self.place(queue, deadline, entry, now);
-                }
-                Steal::Retry => continue,
-                Steal::Empty => return,
-            }
+        for _ in 0..COMMANDS_CAPACITY {
+            let Some(Insert { deadline, entry }) = self.commands.pop() else {
+                return true;
+            };
+            self.place(queue, deadline, entry, now);
         }
+        false
     }
 
     /// Puts `entry` in the backend (an insert, or an entry put back after
@@ -417,7 +465,7 @@ impl Timer {
     /// those still in the command queue.
     pub(crate) fn drain(&self) -> Vec<Job> {
         let mut queue = self.queue.lock();
-        self.apply_commands(&mut queue, self.clock.now());
+        while !self.apply_commands(&mut queue, self.clock.now()) {}
         let entries = queue.drain();
         self.pending.fetch_sub(entries.len(), Ordering::SeqCst);
         entries.into_iter().map(|entry| entry.into_job()).collect()
@@ -581,6 +629,61 @@ fn hand_over_due(pool: &Pool, queue: &mut Queue, now: Nanos) {
     }
 }
 
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// An entry that is never handed over: only its identity matters.
+    struct Probe(Nanos);
+
+    impl TimerEntry for Probe {
+        fn deadline(&self) -> Nanos {
+            self.0
+        }
+        fn is_final(&self) -> bool {
+            false
+        }
+        fn into_job(self: StdArc<Self>) -> Job {
+            unreachable!("no timer thread hands it over")
+        }
+    }
+
+    /// The address of an entry, to compare identities across trait objects.
+    fn address<T: ?Sized>(entry: &StdArc<T>) -> *const () {
+        StdArc::as_ptr(entry).cast()
+    }
+
+    #[test]
+    fn a_full_command_queue_is_applied_by_its_scheduler_in_order() {
+        let policy = ShutdownPolicy {
+            keep_delayed: true,
+            keep_periodic: false,
+        };
+        let timer = Timer::new(TimerQueue::heap(), policy, usize::MAX);
+        // No timer thread: only the schedulers apply the queue. Equal
+        // deadlines, so the backend keeps the order they were applied in.
+        let count = 3 * COMMANDS_CAPACITY + 5;
+        let entries: Vec<StdArc<Probe>> = (0..count).map(|_| StdArc::new(Probe(7))).collect();
+        for entry in &entries {
+            assert!(timer.reserve());
+            timer.insert_reserved(entry.clone());
+        }
+        assert_eq!(timer.pending(), count);
+        let mut queue = timer.queue.lock();
+        assert_eq!(
+            queue.len(),
+            3 * COMMANDS_CAPACITY,
+            "three full queues applied"
+        );
+        // Each application woke the (absent) timer thread: a token is left.
+        assert!(timer.parker.park_until(Some(Instant::now())));
+        timer.apply_commands(&mut queue, timer.clock.now());
+        let placed: Vec<_> = queue.drain().iter().map(address).collect();
+        let submitted: Vec<_> = entries.iter().map(address).collect();
+        assert_eq!(placed, submitted, "submission order");
+    }
+}
+
 /// loom models of the timer thread's protocols (`RUSTFLAGS="--cfg loom"`,
 /// see `loom-tests/README.md`). loom does not model time: the timer thread
 /// runs its real turns ([`turn`], [`run_with_clock`]) on an explicit clock,
@@ -595,6 +698,14 @@ fn hand_over_due(pool: &Pool, queue: &mut Queue, now: Nanos) {
 ///   the command before it parks, and re-arms for the earlier deadline (if
 ///   it slept on, loom would report the deadlock); nothing is handed over
 ///   early; `pending` counts both tasks.
+/// * `full_queue_applied_by_a_scheduler_rearms_the_waiter`: the timer
+///   thread sleeps until a placed task's deadline, with one command queued,
+///   while one thread schedules an earlier task and another a later one;
+///   the second of them to push may find the command queue (2 commands
+///   under loom) full and apply it, the earlier task included, itself.
+///   Asserted: the timer thread
+///   re-arms for the earlier deadline (a scheduler that applied the queue
+///   without waking it would leave it asleep: deadlock).
 /// * `due_task_is_handed_to_a_worker_once`: a task scheduled for later
 ///   falls due (the model's clock passes its deadline, then it wakes the
 ///   timer thread), and the timer thread hands it to a real worker thread
@@ -684,6 +795,35 @@ mod loom_model {
             assert_eq!(pool.timer.pending(), 2);
             assert!(pool.injector.is_empty(), "nothing is due yet");
         });
+    }
+
+    #[test]
+    fn full_queue_applied_by_a_scheduler_rearms_the_waiter() {
+        model(
+            "timer::full_queue_applied_by_a_scheduler_rearms_the_waiter",
+            || {
+                let (pool, _) = bare_pool(1, Default::default());
+                let _placed = schedule(&pool, || (), 0, LATER);
+                turns_until(&pool, |next, _| next == Some(LATER));
+                // One command queued (capacity 2 under loom): of the two
+                // inserts below, the second finds the queue full unless the
+                // timer thread took a command first, and applies it itself.
+                let _queued = schedule(&pool, || (), 0, LATER);
+                let timer = {
+                    let pool = Arc::clone(&pool);
+                    thread::spawn(move || turns_until(&pool, |next, _| next == Some(EARLIER)))
+                };
+                let earlier = {
+                    let pool = Arc::clone(&pool);
+                    thread::spawn(move || drop(schedule(&pool, || (), 0, EARLIER)))
+                };
+                let _last = schedule(&pool, || (), 0, LATER);
+                earlier.join().unwrap();
+                timer.join().unwrap();
+                assert_eq!(pool.timer.pending(), 4);
+                assert!(pool.injector.is_empty(), "nothing is due yet");
+            },
+        );
     }
 
     #[test]
