@@ -231,6 +231,11 @@ impl Bucket {
         self.holes as usize > self.live().max(MIN_COMPACTED)
     }
 
+    /// Empties the bucket and frees its vector.
+    fn release(&mut self) {
+        *self = Bucket::default();
+    }
+
     /// Empties the bucket, keeping room for at most `RETAINED_ITEMS`.
     fn clear(&mut self) {
         if self.items.capacity() > RETAINED_ITEMS {
@@ -543,7 +548,9 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
     /// Bucket by bucket, keeping the order of the items that stay and
     /// dropping the holes. Its one allocation: a bucket's vector left with
     /// more than twice the room it needs (plus 256 items) is shrunk, which
-    /// gives back the room of the items that left.
+    /// gives back the room of the items that left; a bucket it empties
+    /// frees its vector, and so does every bucket once the wheel is empty.
+    /// O(n) plus, when it empties the wheel, O(slots).
     fn remove_where(
         &mut self,
         dead: &mut dyn FnMut(&T) -> bool,
@@ -576,12 +583,20 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
             bucket.holes = 0;
             count += before - kept;
             if kept == 0 {
-                bucket.clear();
+                bucket.release();
                 self.occupied[b / 64] &= !(1 << (b % 64));
             } else if bucket.items.capacity() > 2 * kept + RETAINED_ITEMS {
                 bucket.items.shrink_to_fit();
             }
             self.forget_earliest_in(b);
+        }
+        if self.slab.len() == 0 {
+            // Swept empty (a mass cancel): no bucket keeps any room either.
+            // A small vector left here and there would pin the allocator's
+            // heap above the freed tasks, and their memory would not go
+            // back to the system (measured: ~100 bytes per cancelled task
+            // stayed resident with glibc).
+            self.buckets.iter_mut().for_each(Bucket::release);
         }
         count
     }
@@ -881,6 +896,21 @@ mod tests {
         assert_eq!(pop_all(&mut q, u64::MAX).len(), 100_000);
         assert_eq!(q.slab.slots.capacity(), 0);
         assert!(q.occupied.iter().all(|&word| word == 0));
+        // The same through a sweep (the executor's mass cancel), after pops
+        // that emptied some buckets (which keep some room): not even that
+        // room is left.
+        for i in 0..100_000u64 {
+            q.insert(0, i * 7_919, i);
+        }
+        let popped = pop_all(&mut q, 100_000 * 7_919 * 3 / 5).len();
+        assert!(q
+            .buckets
+            .iter()
+            .any(|b| b.items.is_empty() && b.items.capacity() > 0));
+        let swept = q.remove_where(&mut |_| true, &mut drop);
+        assert_eq!(popped + swept, 100_000);
+        assert_eq!(q.slab.slots.capacity(), 0);
+        assert!(q.buckets.iter().all(|b| b.items.capacity() == 0));
     }
 
     #[test]

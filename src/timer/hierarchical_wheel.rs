@@ -216,6 +216,11 @@ impl SlotQueue {
         }
     }
 
+    /// Empties the slot and frees its vector.
+    fn release(&mut self) {
+        *self = SlotQueue::default();
+    }
+
     /// Empties the slot, keeping room for at most `RETAINED_ITEMS`.
     fn clear(&mut self) {
         if self.items.capacity() > RETAINED_ITEMS {
@@ -587,7 +592,8 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
     /// Slot by slot, keeping the order of the items that stay and dropping
     /// the tombstones. Its one allocation: a slot's vector left with more
     /// than twice the room it needs (plus 256 items) is shrunk, which gives
-    /// back the room of the items that left.
+    /// back the room of the items that left; a slot it empties frees its
+    /// vector, and so does every slot once the wheel is empty.
     fn remove_where(
         &mut self,
         dead: &mut dyn FnMut(&T) -> bool,
@@ -614,11 +620,18 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
                 let queue = &self.slots[index];
                 if queue.items.is_empty() {
                     self.clear_slot(level, slot);
+                    self.slots[index].release();
                 } else if level > 0 {
                     let min = queue.items.iter().map(|item| item.tick).min();
                     self.slot_min[index].set(min);
                 }
             }
+        }
+        if self.slab.len() == 0 {
+            // Swept empty (a mass cancel): no slot keeps any room either
+            // (small vectors left here and there would pin the allocator's
+            // heap above the freed tasks: see the hashed wheel).
+            self.slots.iter_mut().for_each(SlotQueue::release);
         }
         count
     }
@@ -969,6 +982,19 @@ mod tests {
         assert_eq!(q.next_due(), None);
         assert_eq!(q.occupied_levels, 0);
         assert_eq!(q.slab.slots.capacity(), 0, "the slab holds no memory");
+        // Through pops that empty some slots (which keep some room), then
+        // a sweep of the rest (the executor's mass cancel): no room left.
+        for i in 0..100_000u64 {
+            q.insert(0, 1_000 + i * 997, ());
+        }
+        let popped = pop_all(&mut q, 60_000 * 997).len();
+        assert!(q
+            .slots
+            .iter()
+            .any(|s| s.items.is_empty() && s.items.capacity() > 0));
+        assert_eq!(popped + q.remove_where(&mut |_| true, &mut drop), 100_000);
+        assert_eq!(q.slab.slots.capacity(), 0);
+        assert!(q.slots.iter().all(|s| s.items.capacity() == 0));
     }
 
     #[test]
