@@ -121,7 +121,7 @@
 
 use std::cell::Cell;
 
-use super::{DelayQueue, Key, Nanos, Slab};
+use super::{empty_keeping_little, DelayQueue, Key, Nanos, Slab, RETAINED_ITEMS};
 
 /// The default tick: 1 ms.
 pub(crate) const DEFAULT_TICK: Nanos = 1_000_000;
@@ -141,11 +141,6 @@ const HOLE: Key = Key {
     slot: u32::MAX,
     generation: 0,
 };
-
-/// The most items a bucket keeps room for once it is empty (4 KiB): the
-/// busy buckets of a steady load do not reallocate at every revolution, and
-/// an emptied bucket never pins more than that.
-const RETAINED_ITEMS: usize = 256;
 
 /// Holes a bucket may hold before it is compacted, however few its entries
 /// (compacting a tiny bucket at every removal would be wasted work).
@@ -238,11 +233,7 @@ impl Bucket {
 
     /// Empties the bucket, keeping room for at most `RETAINED_ITEMS`.
     fn clear(&mut self) {
-        if self.items.capacity() > RETAINED_ITEMS {
-            self.items = Vec::new();
-        } else {
-            self.items.clear();
-        }
+        empty_keeping_little(&mut self.items);
         self.head = 0;
         self.holes = 0;
     }
@@ -1012,61 +1003,15 @@ mod tests {
         assert_eq!(pop_all(&mut q, 20), ['b', 'c']);
     }
 
-    /// Random operations (a fixed-seed generator), with every structural
-    /// invariant checked after each one; the model test checks behaviour.
+    /// Random operations with every structural invariant checked after
+    /// each one (shared with the other wheel: `model_test`).
     #[test]
     fn random_operations_keep_the_structure_sound() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut random = move |bound: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % bound
-        };
         for (tick, slots) in [(1, 1), (3, 4), (1_000, 64)] {
-            let mut q = HashedWheel::new(tick, slots);
-            let mut keys = Vec::new();
-            let mut now = 0u64;
-            for _ in 0..5_000 {
-                match random(10) {
-                    0..=3 => {
-                        let delay = match random(4) {
-                            0 => random(100),
-                            1 => random(100_000),
-                            2 => random(1 << 40),
-                            _ => u64::MAX - now - random(3),
-                        };
-                        keys.push(q.insert(now, now + delay, keys.len() as u64));
-                    }
-                    4..=5 if !keys.is_empty() => {
-                        let k = keys.swap_remove(random(keys.len() as u64) as usize);
-                        q.remove(k);
-                    }
-                    6..=8 => {
-                        let scale = random(32);
-                        now += random(1 << scale);
-                        let next = q.next_due();
-                        let popped = pop_all(&mut q, now);
-                        if next.is_some_and(|n| n <= now) {
-                            assert!(!popped.is_empty(), "next_due {next:?} but nothing at {now}");
-                        }
-                    }
-                    9 if random(8) == 0 => {
-                        // A sweep: every third value, holes dropped.
-                        let before = q.len();
-                        let mut swept = 0;
-                        let count = q.remove_where(&mut |v| v % 3 == 0, &mut |v| {
-                            assert_eq!(v % 3, 0);
-                            swept += 1;
-                        });
-                        assert_eq!((count, q.len()), (swept, before - swept));
-                    }
-                    _ => {
-                        q.next_due();
-                    }
-                }
-                check_invariants(&q);
-            }
+            super::super::model_test::random_operations_keep_the_structure_sound(
+                HashedWheel::new(tick, slots),
+                check_invariants,
+            );
         }
     }
 

@@ -136,7 +136,7 @@
 use std::cell::Cell;
 use std::fmt;
 
-use super::{DelayQueue, Key, Nanos, Slab};
+use super::{empty_keeping_little, DelayQueue, Key, Nanos, Slab, RETAINED_ITEMS};
 
 /// Bits of a tick each level resolves: 64 slots per level.
 const SLOT_BITS: u32 = 6;
@@ -146,11 +146,6 @@ const SLOTS: usize = 1 << SLOT_BITS;
 
 /// Levels: enough for every `u64` tick (11 × 6 = 66 ≥ 64 bits).
 const LEVELS: usize = (u64::BITS as usize).div_ceil(SLOT_BITS as usize);
-
-/// The most items a slot keeps room for once it is empty (4 KiB): the
-/// busy slots of a steady load do not reallocate at every turn, and an
-/// emptied slot never pins more than that.
-const RETAINED_ITEMS: usize = 256;
 
 /// Tombstones a slot may hold before it is compacted, however few its
 /// entries (compacting a tiny slot at every removal would be wasted work).
@@ -223,11 +218,7 @@ impl SlotQueue {
 
     /// Empties the slot, keeping room for at most `RETAINED_ITEMS`.
     fn clear(&mut self) {
-        if self.items.capacity() > RETAINED_ITEMS {
-            self.items = Vec::new();
-        } else {
-            self.items.clear();
-        }
+        empty_keeping_little(&mut self.items);
         self.head = 0;
         self.removed = 0;
     }
@@ -1032,61 +1023,15 @@ mod tests {
         assert_eq!(slab + item, 48);
     }
 
-    /// Random operations (a fixed-seed generator), with every structural
-    /// invariant checked after each one; the model test checks behaviour.
+    /// Random operations with every structural invariant checked after
+    /// each one (shared with the other wheel: `model_test`).
     #[test]
     fn random_operations_keep_the_structure_sound() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut random = move |bound: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % bound
-        };
         for tick in [1, 3, 1_000] {
-            let mut q = HierarchicalWheel::new(tick);
-            let mut keys = Vec::new();
-            let mut now = 0u64;
-            for _ in 0..5_000 {
-                match random(10) {
-                    0..=3 => {
-                        let delay = match random(4) {
-                            0 => random(100),
-                            1 => random(100_000),
-                            2 => random(1 << 40),
-                            _ => u64::MAX - now - random(3),
-                        };
-                        keys.push(q.insert(now, now + delay, keys.len() as u64));
-                    }
-                    4..=5 if !keys.is_empty() => {
-                        let k = keys.swap_remove(random(keys.len() as u64) as usize);
-                        q.remove(k);
-                    }
-                    6..=8 => {
-                        let scale = random(32);
-                        now += random(1 << scale);
-                        let next = q.next_due();
-                        let popped = pop_all(&mut q, now);
-                        if next.is_some_and(|n| n <= now) {
-                            assert!(!popped.is_empty(), "next_due {next:?} but nothing at {now}");
-                        }
-                    }
-                    9 if random(8) == 0 => {
-                        // A sweep: every third value, tombstones dropped.
-                        let before = q.len();
-                        let mut swept = 0;
-                        let count = q.remove_where(&mut |v| v % 3 == 0, &mut |v| {
-                            assert_eq!(v % 3, 0);
-                            swept += 1;
-                        });
-                        assert_eq!((count, q.len()), (swept, before - swept));
-                    }
-                    _ => {
-                        q.next_due();
-                    }
-                }
-                check_invariants(&q);
-            }
+            super::super::model_test::random_operations_keep_the_structure_sound(
+                HierarchicalWheel::new(tick),
+                check_invariants,
+            );
         }
     }
 }

@@ -276,6 +276,21 @@ pub(crate) trait DelayQueue<T> {
     fn max_lateness(&self, delay: Nanos) -> Nanos;
 }
 
+/// The most items a wheel's bucket or slot keeps room for once it is empty
+/// (4 KiB of 16-byte items): the busy buckets of a steady load do not
+/// reallocate at every turn, and an emptied one never pins more than that.
+pub(crate) const RETAINED_ITEMS: usize = 256;
+
+/// Empties a wheel's bucket or slot vector, keeping room for at most
+/// [`RETAINED_ITEMS`].
+pub(crate) fn empty_keeping_little<T>(items: &mut Vec<T>) {
+    if items.capacity() > RETAINED_ITEMS {
+        *items = Vec::new();
+    } else {
+        items.clear();
+    }
+}
+
 /// Slots with generations and a free list: the storage behind a backend's
 /// keys. A slot's generation is bumped each time it is reused, so an old key
 /// never matches a newer entry of the same slot.

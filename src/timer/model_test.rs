@@ -22,6 +22,68 @@ use proptest::prelude::*;
 
 use super::{DelayQueue, Key, Nanos};
 
+/// Random operations (a fixed-seed generator) on `q`, with `check` (a
+/// backend's structural invariants) called after each one: the wheels'
+/// structural test. The property test below checks behaviour; this one
+/// reaches deadlines near the end of time, jumps of every size and sweeps.
+pub(super) fn random_operations_keep_the_structure_sound<Q: DelayQueue<u64>>(
+    mut q: Q,
+    check: impl Fn(&Q),
+) {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut random = move |bound: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % bound
+    };
+    let mut keys = Vec::new();
+    let mut now = 0u64;
+    for _ in 0..5_000 {
+        match random(10) {
+            0..=3 => {
+                let delay = match random(4) {
+                    0 => random(100),
+                    1 => random(100_000),
+                    2 => random(1 << 40),
+                    _ => u64::MAX - now - random(3),
+                };
+                keys.push(q.insert(now, now + delay, keys.len() as u64));
+            }
+            4..=5 if !keys.is_empty() => {
+                let k = keys.swap_remove(random(keys.len() as u64) as usize);
+                q.remove(k);
+            }
+            6..=8 => {
+                let scale = random(32);
+                now += random(1 << scale);
+                let next = q.next_due();
+                let mut popped = 0;
+                while q.pop_due(now).is_some() {
+                    popped += 1;
+                }
+                if next.is_some_and(|n| n <= now) {
+                    assert!(popped > 0, "next_due {next:?} but nothing at {now}");
+                }
+            }
+            9 if random(8) == 0 => {
+                // A sweep: every third value.
+                let before = q.len();
+                let mut swept = 0;
+                let count = q.remove_where(&mut |v| v % 3 == 0, &mut |v| {
+                    assert_eq!(v % 3, 0);
+                    swept += 1;
+                });
+                assert_eq!((count, q.len()), (swept, before - swept));
+            }
+            _ => {
+                q.next_due();
+            }
+        }
+        check(&q);
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Op {
     /// Insert an entry due `delay` from now.
