@@ -38,9 +38,9 @@
 //!   the queue before it sweeps, wakes it for the same reason.
 //!
 //! Why bounded: the queue never allocates (4,096 commands of 24 bytes and
-//! their sequence numbers, 128 KiB, allocated with the timer). crossbeam's unbounded
-//! `Injector`, used before, allocated a 2 KiB block every 63 pushes, which
-//! the timer thread freed: under a burst the two threads took turns at
+//! their sequence numbers, 128 KiB, allocated with the timer). crossbeam's
+//! unbounded `Injector`, used before, allocated a 2 KiB block every 63
+//! pushes, which the timer thread freed: under a burst the two threads took turns at
 //! glibc's arena lock, and perf found both asleep on it. And a burst can
 //! run at most 4,096 commands ahead of the timer thread, so the tasks that
 //! fall due during it are not held up behind a backlog of a million
