@@ -1,6 +1,6 @@
 //! Micro-benchmarks of the delayed work queue backends alone (no threads):
-//! insert, cancel and expire-all with 10^3 … 10^7 entries pending, so that
-//! the growth of each operation with the queue's size is visible.
+//! insert, cancel, sweep and expire-all with 10^3 … 10^7 entries pending,
+//! so that the growth of each operation with the queue's size is visible.
 //!
 //! ```text
 //! cargo bench --features bench-internals --bench backends
@@ -197,5 +197,36 @@ fn expire_all(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, insert, cancel, expire_all);
+/// Sweep (`remove_where`, the timer thread's removal of cancelled tasks):
+/// `n` entries, then one sweep that removes every second one (`half`: the
+/// sweep the timer thread makes when half its entries are cancelled) or
+/// every one (`all`: after a mass cancel); the cost per entry held.
+fn sweep(c: &mut Criterion) {
+    let mut group = c.benchmark_group("sweep");
+    configure(&mut group);
+    for &(name, queue) in QUEUES {
+        for n in sizes() {
+            group.throughput(Throughput::Elements(n as u64));
+            for (part, modulus) in [("half", 2), ("all", 1)] {
+                let id = BenchmarkId::new(format!("{name}/{part}"), n);
+                group.bench_function(id, |b| {
+                    b.iter_custom(|iters| {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            let mut rng = Rng(42);
+                            let mut backend = filled(queue(), n, &mut rng);
+                            let t0 = Instant::now();
+                            black_box(backend.remove_where(|v| v % modulus == 0));
+                            total += t0.elapsed();
+                        }
+                        total
+                    })
+                });
+            }
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, insert, cancel, sweep, expire_all);
 criterion_main!(benches);

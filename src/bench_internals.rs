@@ -40,6 +40,12 @@ impl Backend {
         self.0.pop_due(now).map(|(_, value)| value)
     }
 
+    /// Removes every entry whose value `dead` selects (the timer thread's
+    /// sweep of cancelled tasks); returns how many it removed.
+    pub fn remove_where(&mut self, mut dead: impl FnMut(u64) -> bool) -> usize {
+        self.0.remove_where(&mut |v| dead(*v), &mut drop)
+    }
+
     /// When the next entry is due.
     pub fn next_due(&self) -> Option<u64> {
         self.0.next_due()

@@ -536,43 +536,71 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         self.slab.key_in_slot_if(slot, |entry| pred(&entry.value))
     }
 
-    /// Bucket by bucket, keeping the order of the items that stay and
-    /// dropping the holes. Its one allocation: a bucket's vector left with
-    /// more than twice the room it needs (plus 256 items) is shrunk, which
-    /// gives back the room of the items that left; a bucket it empties
-    /// frees its vector, and so does every bucket once the wheel is empty.
-    /// O(n) plus, when it empties the wheel, O(slots).
+    /// Two sequential passes. The first walks the slab in slot order,
+    /// removing each dead entry and noting its slot in a bitmap of one bit
+    /// per slot: slots, like the tasks they point to, were mostly filled in
+    /// insertion order, so the reads stream through memory. The second
+    /// walks each occupied bucket's items, dropping the holes and the items
+    /// of noted slots, keeping the others in order (and rewriting their
+    /// positions). Walking bucket by bucket instead, as a first version did,
+    /// read the slab and the tasks in a bucket's order, a cache miss per
+    /// entry: a sweep of a million cancelled timers took 550 ms against 65
+    /// for the heap's slot-order sweep.
+    ///
+    /// A bucket left with more than twice the room it needs (plus 256
+    /// items) is shrunk; a bucket it empties frees its vector, and so does
+    /// every bucket once the wheel is empty. Allocates the bitmap (slots / 8
+    /// bytes, freed before it returns). O(slots of the slab + items).
     fn remove_where(
         &mut self,
         dead: &mut dyn FnMut(&T) -> bool,
         removed: &mut dyn FnMut(T),
     ) -> usize {
+        let mut gone = vec![0u64; self.slab.slot_count().div_ceil(64)];
         let mut count = 0;
+        let mut slot = 0;
+        // `slot_count()` is read each time: it drops to 0 when the last
+        // entry leaves.
+        while slot < self.slab.slot_count() {
+            if let Some(key) = self.slab.key_in_slot_if(slot, |entry| dead(&entry.value)) {
+                removed(self.slab.remove(key).expect("the key was just read").value);
+                gone[slot / 64] |= 1 << (slot % 64);
+                count += 1;
+            }
+            slot += 1;
+        }
+        if count == 0 {
+            return 0;
+        }
+        if self.slab.len() == 0 {
+            // Swept empty (a mass cancel): no bucket keeps any room either.
+            // A small vector left here and there would pin the allocator's
+            // heap above the freed tasks, and their memory would not go
+            // back to the system.
+            self.buckets.iter_mut().for_each(Bucket::release);
+            self.occupied.fill(0);
+            self.earliest_at.set(NIL);
+            return count;
+        }
+        let is_gone = |slot: u32| gone[slot as usize / 64] & (1 << (slot % 64)) != 0;
         let mut at = 0;
         while let Some(b) = self.next_occupied(at, self.buckets.len()) {
             at = b + 1;
             let bucket = &mut self.buckets[b];
-            let before = bucket.live();
             let slab = &mut self.slab;
             let mut kept = 0;
             let head = bucket.head as usize;
             bucket.items.drain(..head);
             bucket.items.retain(|item| {
-                if item.is_hole() {
+                if item.is_hole() || is_gone(item.key.slot) {
                     return false;
                 }
-                let entry = slab.at_mut(item.key.slot);
-                if dead(&entry.value) {
-                    removed(slab.remove(item.key).expect("items are live").value);
-                    return false;
-                }
-                entry.pos = position(kept);
+                slab.at_mut(item.key.slot).pos = position(kept);
                 kept += 1;
                 true
             });
             bucket.head = 0;
             bucket.holes = 0;
-            count += before - kept;
             if kept == 0 {
                 bucket.release();
                 self.occupied[b / 64] &= !(1 << (b % 64));
@@ -580,14 +608,6 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
                 bucket.items.shrink_to_fit();
             }
             self.forget_earliest_in(b);
-        }
-        if self.slab.len() == 0 {
-            // Swept empty (a mass cancel): no bucket keeps any room either.
-            // A small vector left here and there would pin the allocator's
-            // heap above the freed tasks, and their memory would not go
-            // back to the system (measured: ~100 bytes per cancelled task
-            // stayed resident with glibc).
-            self.buckets.iter_mut().for_each(Bucket::release);
         }
         count
     }
