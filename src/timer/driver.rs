@@ -2,7 +2,8 @@
 //!
 //! Each executor has one timer thread (`chronopool-timer`). It alone owns
 //! the delayed work queue (the backend, behind a lock that only
-//! `shutdown_now` ever contends for) and hands each task that falls due to
+//! `shutdown_now`, a scheduler that finds the command queue full and one
+//! at the `max_scheduled_tasks` limit ever contend for) and hands each task that falls due to
 //! the workers, by pushing it on the pool's injector and waking an idle
 //! worker (the sleep protocol's `notify_work`, which wakes nobody while a
 //! worker is searching; see `hand_over_due`). Tasks run on workers, never
@@ -27,15 +28,36 @@
 //!   commands before it sleeps again.
 //! * A push that brings the backlog to `BACKLOG_WAKE` (half the queue)
 //!   also wakes it, so that the queue rarely fills.
-//! * **A full queue is applied by its scheduler.** A scheduler that finds
-//!   the queue full takes the backend lock, applies every queued command
-//!   itself (reading the clock under the lock, so never behind a `now` the
-//!   timer thread used), and then wakes the timer thread: a command it
-//!   applied may be due before the deadline the timer thread sleeps until,
-//!   and that command's own scheduler, having seen the timer thread awake
-//!   (`armed` 0) or its look at the queue still to come, did not wake it;
-//!   the queue that look finds may now be empty. `reserve`, which applies
-//!   the queue before it sweeps, wakes it for the same reason.
+//! * **A scheduler that finds the queue full waits for room.** It wakes
+//!   the timer thread, takes the backend lock, tries again and, if the
+//!   queue is still full, waits on `room`, a condition variable of that
+//!   lock. Every taking of commands out of the queue (`apply_commands`)
+//!   happens under that lock and signals `room` before releasing it, so a
+//!   scheduler's last failed try and its wait are never separated by one:
+//!   no wake-up is lost. Once the timer thread has exited (the pool
+//!   stopped; `exited`, set and signalled under the lock), a scheduler
+//!   that finds the queue full applies it itself instead, reading the
+//!   clock under the lock (so never behind a `now` the timer thread used);
+//!   `shutdown_now` drains the backend after it.
+//! * `reserve` at the `max_scheduled_tasks` limit applies the queue and
+//!   sweeps on the calling thread, then wakes the timer thread: a command
+//!   it applied may be due before the deadline the timer thread sleeps
+//!   until, and that command's own scheduler, having seen the timer thread
+//!   awake (`armed` 0) or its look at the queue still to come, did not
+//!   wake it; the queue that look finds may now be empty.
+//!
+//! Why schedulers wait rather than apply the queue themselves (as they did
+//! before): the memory a backend grows into must belong to the timer
+//! thread. A vector that a scheduler's insert grew comes from the
+//! scheduler's allocator arena, the one its tasks come from too; glibc
+//! keeps the freed tasks of that arena in its fastbins until a large
+//! allocation or free there consolidates them all at once, under the
+//! arena's lock. At the end of the `timer-fire` workload (a million tasks
+//! freed by the workers) the timer thread's first growth or release of
+//! such a vector did that: one `malloc_consolidate` of 84–182 ms (perf
+//! probes on it), during which no task was handed over, in 3 of 42
+//! repetitions. With every vector in the timer thread's own arena: 1 of
+//! 120 (`benches/results/2026-11-21-commands-wait.txt`).
 //!
 //! Why bounded: the queue never allocates (4,096 commands of 24 bytes and
 //! their sequence numbers, 128 KiB, allocated with the timer). crossbeam's
@@ -105,7 +127,9 @@ use crate::job::Job;
 use crate::parker::Parker;
 use crate::pool::Pool;
 use crate::ring::Ring;
-use crate::sync::{fence, Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, StdArc};
+use crate::sync::{
+    fence, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, StdArc,
+};
 
 use super::{DelayQueue, Nanos, TimerQueue};
 
@@ -205,6 +229,13 @@ pub(crate) struct Timer {
     /// The most scheduled tasks `reserve` admits.
     max_pending: usize,
     queue: Mutex<Queue>,
+    /// Signalled, under the `queue` lock, each time commands are taken out
+    /// of the command queue, and when the timer thread exits: a scheduler
+    /// that found the command queue full waits on it (module doc).
+    room: Condvar,
+    /// The timer thread has exited: a scheduler that finds the command
+    /// queue full applies it itself. Only written under the `queue` lock.
+    exited: AtomicBool,
 }
 
 impl std::fmt::Debug for Timer {
@@ -230,6 +261,8 @@ impl Timer {
             pending: AtomicUsize::new(0),
             max_pending,
             queue: Mutex::new(kind.build()),
+            room: Condvar::new(),
+            exited: AtomicBool::new(false),
         }
     }
 
@@ -272,6 +305,40 @@ impl Timer {
         self.parker.unpark();
     }
 
+    /// Pushes `insert` on the full command queue once the timer thread has
+    /// taken commands out: waits on `room` under the backend lock, which
+    /// every taking of commands holds and signals (so a wait never misses
+    /// one). If the timer thread has exited (the pool stopped), applies the
+    /// queue here instead, as nobody else will before `shutdown_now`
+    /// drains it.
+    #[cold]
+    fn push_when_there_is_room(&self, mut insert: Insert) {
+        let mut queue = self.queue.lock();
+        loop {
+            match self.commands.push(insert) {
+                Ok(()) => return,
+                Err(back) => insert = back,
+            }
+            if self.exited.load(Ordering::Relaxed) {
+                self.apply_commands(&mut queue, self.clock.now());
+            } else {
+                // The timer thread is most likely awake already (the
+                // backlog woke it at `BACKLOG_WAKE`); this makes sure.
+                self.parker.unpark();
+                queue = self.room.wait(queue);
+            }
+        }
+    }
+
+    /// Called by the timer thread as it exits: from now on a scheduler
+    /// that finds the command queue full applies it itself, and one that
+    /// waits for room is woken to do so.
+    fn timer_thread_exits(&self) {
+        let _queue = self.queue.lock();
+        self.exited.store(true, Ordering::Relaxed);
+        self.room.notify_all();
+    }
+
     fn try_reserve(&self) -> bool {
         if self.pending.fetch_add(1, Ordering::SeqCst) < self.max_pending {
             return true;
@@ -280,14 +347,12 @@ impl Timer {
         false
     }
 
-    /// Hands `entry`, counted by `reserve`, to the timer thread (applying
-    /// the queue here first if it is full: module doc).
+    /// Hands `entry`, counted by `reserve`, to the timer thread (waiting
+    /// for room if the command queue is full: module doc).
     pub(crate) fn insert_reserved(&self, entry: StdArc<dyn TimerEntry>) {
         let deadline = entry.deadline();
-        let mut insert = Insert { deadline, entry };
-        while let Err(back) = self.commands.push(insert) {
-            insert = back;
-            self.apply_commands_here(|_, _| ());
+        if let Err(insert) = self.commands.push(Insert { deadline, entry }) {
+            self.push_when_there_is_room(insert);
         }
         let backlog = self.backlog.fetch_add(1, Ordering::Relaxed) + 1;
         fence(Ordering::SeqCst);
@@ -384,13 +449,22 @@ impl Timer {
     /// again. Returns true if it emptied the queue.
     fn apply_commands(&self, queue: &mut Queue, now: Nanos) -> bool {
         self.backlog.store(0, Ordering::Relaxed);
-        for _ in 0..COMMANDS_CAPACITY {
+        let mut applied = 0;
+        let emptied = loop {
+            if applied == COMMANDS_CAPACITY {
+                break false;
+            }
             let Some(Insert { deadline, entry }) = self.commands.pop() else {
-                return true;
+                break true;
             };
             self.place(queue, deadline, entry, now);
+            applied += 1;
+        };
+        if applied > 0 {
+            // Schedulers waiting for room (cheap when there are none).
+            self.room.notify_all();
         }
-        false
+        emptied
     }
 
     /// Puts `entry` in the backend (an insert, or an entry put back after
@@ -530,7 +604,10 @@ fn run_with_clock(pool: &Pool, now: impl Fn() -> Nanos) {
     let mut slack = Slack::Default;
     loop {
         match turn(pool, &now) {
-            Turn::Exit => break,
+            Turn::Exit => {
+                timer.timer_thread_exits();
+                break;
+            }
             Turn::Again => continue,
             Turn::Sleep { next, held } => {
                 let wanted = Slack::for_timers(held);
@@ -629,45 +706,90 @@ fn hand_over_due(pool: &Pool, queue: &mut Queue, now: Nanos) {
     }
 }
 
+/// An entry that is never handed over: only its identity matters.
+#[cfg(test)]
+struct Probe(Nanos);
+
+#[cfg(test)]
+impl TimerEntry for Probe {
+    fn deadline(&self) -> Nanos {
+        self.0
+    }
+    fn is_final(&self) -> bool {
+        false
+    }
+    fn into_job(self: StdArc<Self>) -> Job {
+        unreachable!("no timer thread hands it over")
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-
-    /// An entry that is never handed over: only its identity matters.
-    struct Probe(Nanos);
-
-    impl TimerEntry for Probe {
-        fn deadline(&self) -> Nanos {
-            self.0
-        }
-        fn is_final(&self) -> bool {
-            false
-        }
-        fn into_job(self: StdArc<Self>) -> Job {
-            unreachable!("no timer thread hands it over")
-        }
-    }
 
     /// The address of an entry, to compare identities across trait objects.
     fn address<T: ?Sized>(entry: &StdArc<T>) -> *const () {
         StdArc::as_ptr(entry).cast()
     }
 
-    #[test]
-    fn a_full_command_queue_is_applied_by_its_scheduler_in_order() {
-        let policy = ShutdownPolicy {
+    fn keep_delayed() -> ShutdownPolicy {
+        ShutdownPolicy {
             keep_delayed: true,
             keep_periodic: false,
-        };
-        let timer = Timer::new(TimerQueue::heap(), policy, usize::MAX);
-        // No timer thread: only the schedulers apply the queue. Equal
-        // deadlines, so the backend keeps the order they were applied in.
-        let count = 3 * COMMANDS_CAPACITY + 5;
-        let entries: Vec<StdArc<Probe>> = (0..count).map(|_| StdArc::new(Probe(7))).collect();
-        for entry in &entries {
+        }
+    }
+
+    /// Schedules each entry on `timer`.
+    fn insert_all(timer: &Timer, entries: &[StdArc<Probe>]) {
+        for entry in entries {
             assert!(timer.reserve());
             timer.insert_reserved(entry.clone());
         }
+    }
+
+    #[test]
+    fn a_scheduler_waits_for_the_timer_thread_to_make_room() {
+        let timer = StdArc::new(Timer::new(TimerQueue::heap(), keep_delayed(), usize::MAX));
+        // Equal deadlines, so the backend keeps the order they were applied in.
+        let count = 3 * COMMANDS_CAPACITY + 5;
+        let entries: Vec<StdArc<Probe>> = (0..count).map(|_| StdArc::new(Probe(7))).collect();
+        let scheduler = {
+            let (timer, entries) = (StdArc::clone(&timer), entries.clone());
+            std::thread::spawn(move || insert_all(&timer, &entries))
+        };
+        // The scheduler fills the queue, then waits: it places nothing in
+        // the backend itself (the memory a backend grows into belongs to
+        // the timer thread: module doc).
+        while timer.backlog.load(Ordering::Relaxed) < COMMANDS_CAPACITY
+            && timer.queue.lock().len() == 0
+            && !scheduler.is_finished()
+        {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(timer.queue.lock().len(), 0, "the scheduler applied nothing");
+        assert!(!scheduler.is_finished(), "it waits for room");
+        // Here the test plays the timer thread.
+        let mut placed = 0;
+        while placed < count {
+            let mut queue = timer.queue.lock();
+            timer.apply_commands(&mut queue, timer.clock.now());
+            placed = queue.len();
+        }
+        scheduler.join().unwrap();
+        assert_eq!(timer.pending(), count);
+        let placed: Vec<_> = timer.queue.lock().drain().iter().map(address).collect();
+        let submitted: Vec<_> = entries.iter().map(address).collect();
+        assert_eq!(placed, submitted, "submission order");
+    }
+
+    #[test]
+    fn once_the_timer_thread_exited_a_full_command_queue_is_applied_by_its_scheduler() {
+        let timer = Timer::new(TimerQueue::heap(), keep_delayed(), usize::MAX);
+        timer.timer_thread_exits();
+        let count = 3 * COMMANDS_CAPACITY + 5;
+        let entries: Vec<StdArc<Probe>> = (0..count).map(|_| StdArc::new(Probe(7))).collect();
+        insert_all(&timer, &entries);
         assert_eq!(timer.pending(), count);
         let mut queue = timer.queue.lock();
         assert_eq!(
@@ -675,8 +797,6 @@ mod tests {
             3 * COMMANDS_CAPACITY,
             "three full queues applied"
         );
-        // Each application woke the (absent) timer thread: a token is left.
-        assert!(timer.parker.park_until(Some(Instant::now())));
         timer.apply_commands(&mut queue, timer.clock.now());
         let placed: Vec<_> = queue.drain().iter().map(address).collect();
         let submitted: Vec<_> = entries.iter().map(address).collect();
@@ -698,14 +818,27 @@ mod tests {
 ///   the command before it parks, and re-arms for the earlier deadline (if
 ///   it slept on, loom would report the deadlock); nothing is handed over
 ///   early; `pending` counts both tasks.
-/// * `full_queue_applied_by_a_scheduler_rearms_the_waiter`: the timer
-///   thread sleeps until a placed task's deadline, with one command queued,
-///   while one thread schedules an earlier task and another a later one;
-///   the second of them to push may find the command queue (2 commands
-///   under loom) full and apply it, the earlier task included, itself.
-///   Asserted: the timer thread
-///   re-arms for the earlier deadline (a scheduler that applied the queue
-///   without waking it would leave it asleep: deadlock).
+/// * `full_queue_waits_for_the_timer_thread`: the timer thread sleeps
+///   until a placed task's deadline, with one command queued, while one
+///   thread schedules an earlier task and another a later one; the second
+///   of them to push may find the command queue (2 commands under loom)
+///   full and wait for room. Asserted: the timer thread re-arms for the
+///   earlier deadline, and every waiting scheduler is let through (a lost
+///   signal of `room`, or a scheduler that waits without waking the timer
+///   thread, is a deadlock); `pending` is 4.
+/// * `full_queue_vs_shutdown_now`: the command queue is full when the
+///   timer thread starts, and a third task is scheduled while
+///   `shutdown_now` stops the pool: its scheduler may wait for room while
+///   the timer thread exits. Asserted: it is let through (it applies the
+///   queue itself once the timer thread has exited; waiting on would be a
+///   deadlock, as `shutdown_now` waits for it), and `shutdown_now` returns
+///   every admitted task exactly once, with `pending` back to 0.
+/// * `full_queue_as_the_timer_thread_exits`: three inserts (one more than
+///   the command queue holds) while the timer thread exits without taking
+///   any. Asserted: the third is let through (it applies the queue itself,
+///   if need be after waking from its wait: a scheduler that waits on
+///   after the exit, or an exit that does not signal `room`, is a
+///   deadlock), and all three are in the backend or the queue.
 /// * `due_task_is_handed_to_a_worker_once`: a task scheduled for later
 ///   falls due (the model's clock passes its deadline, then it wakes the
 ///   timer thread), and the timer thread hands it to a real worker thread
@@ -744,7 +877,9 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
-    use crate::loom_support::{bare_pool, join_all, model, spawn_workers, DropCounter};
+    use crate::loom_support::{
+        bare_pool, join_all, model, spawn_workers, DropCounter, DEFAULT_POLICY,
+    };
     use crate::scheduled::ScheduledHandle;
     use crate::sync::thread;
 
@@ -798,32 +933,72 @@ mod loom_model {
     }
 
     #[test]
-    fn full_queue_applied_by_a_scheduler_rearms_the_waiter() {
-        model(
-            "timer::full_queue_applied_by_a_scheduler_rearms_the_waiter",
-            || {
-                let (pool, _) = bare_pool(1, Default::default());
-                let _placed = schedule(&pool, || (), 0, LATER);
-                turns_until(&pool, |next, _| next == Some(LATER));
-                // One command queued (capacity 2 under loom): of the two
-                // inserts below, the second finds the queue full unless the
-                // timer thread took a command first, and applies it itself.
-                let _queued = schedule(&pool, || (), 0, LATER);
-                let timer = {
-                    let pool = Arc::clone(&pool);
-                    thread::spawn(move || turns_until(&pool, |next, _| next == Some(EARLIER)))
-                };
-                let earlier = {
-                    let pool = Arc::clone(&pool);
-                    thread::spawn(move || drop(schedule(&pool, || (), 0, EARLIER)))
-                };
-                let _last = schedule(&pool, || (), 0, LATER);
-                earlier.join().unwrap();
-                timer.join().unwrap();
-                assert_eq!(pool.timer.pending(), 4);
-                assert!(pool.injector.is_empty(), "nothing is due yet");
-            },
-        );
+    fn full_queue_waits_for_the_timer_thread() {
+        model("timer::full_queue_waits_for_the_timer_thread", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            let _placed = schedule(&pool, || (), 0, LATER);
+            turns_until(&pool, |next, _| next == Some(LATER));
+            // One command queued (capacity 2 under loom): of the two
+            // inserts below, the second finds the queue full unless the
+            // timer thread took a command first, and waits for room.
+            let _queued = schedule(&pool, || (), 0, LATER);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || turns_until(&pool, |next, _| next == Some(EARLIER)))
+            };
+            let earlier = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || drop(schedule(&pool, || (), 0, EARLIER)))
+            };
+            let _last = schedule(&pool, || (), 0, LATER);
+            earlier.join().unwrap();
+            timer.join().unwrap();
+            assert_eq!(pool.timer.pending(), 4);
+            assert!(pool.injector.is_empty(), "nothing is due yet");
+        });
+    }
+
+    #[test]
+    fn full_queue_vs_shutdown_now() {
+        model("timer::full_queue_vs_shutdown_now", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            // Two commands: the queue is full (capacity 2 under loom).
+            let _first = schedule(&pool, || (), 0, LATER);
+            let _second = schedule(&pool, || (), 0, LATER);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || run_with_clock(&pool, || 0))
+            };
+            let third = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || Pool::schedule(&pool, || (), 0, LATER).is_ok())
+            };
+            let returned = pool.shutdown_now();
+            let admitted = third.join().unwrap();
+            timer.join().unwrap();
+            assert_eq!(returned.len(), 2 + usize::from(admitted), "each once");
+            assert_eq!(pool.timer.pending(), 0);
+        });
+    }
+
+    #[test]
+    fn full_queue_as_the_timer_thread_exits() {
+        model("timer::full_queue_as_the_timer_thread_exits", || {
+            let timer = Arc::new(Timer::new(TimerQueue::heap(), DEFAULT_POLICY, usize::MAX));
+            let exit = {
+                let timer = Arc::clone(&timer);
+                thread::spawn(move || timer.timer_thread_exits())
+            };
+            for _ in 0..3 {
+                assert!(timer.reserve());
+                timer.insert_reserved(StdArc::new(Probe(LATER)));
+            }
+            exit.join().unwrap();
+            assert_eq!(timer.pending(), 3);
+            let mut queue = timer.queue.lock();
+            assert!(timer.apply_commands(&mut queue, 0), "the queue empties");
+            assert_eq!(queue.len(), 3);
+        });
     }
 
     #[test]
@@ -946,8 +1121,11 @@ mod loom_model {
     fn two_cancels_reach_sweep_at() {
         model("timer::two_cancels_reach_sweep_at", || {
             let (pool, _) = bare_pool(1, Default::default());
-            let handles: Vec<_> = (0..4).map(|_| schedule(&pool, || (), 0, LATER)).collect();
-            // The timer thread places them and publishes `sweep_at` = 2.
+            // Two at a time (the command queue holds two under loom); the
+            // timer thread places them and publishes `sweep_at` = 2.
+            let mut handles: Vec<_> = (0..2).map(|_| schedule(&pool, || (), 0, LATER)).collect();
+            turns_until(&pool, |_, held| held == 2);
+            handles.extend((0..2).map(|_| schedule(&pool, || (), 0, LATER)));
             turns_until(&pool, |_, held| held == 4);
             let mut handles = handles.into_iter();
             let cancellers: Vec<_> = handles
