@@ -156,6 +156,12 @@ impl ScheduledExecutor {
     /// accepted: deadlines saturate at about 584 years from the executor's
     /// start instead of overflowing.
     ///
+    /// Scheduling does not block while the timer thread keeps up. A burst
+    /// that gets 4,096 tasks ahead of it waits until the timer thread has
+    /// placed some (back-pressure: usually until the timer thread's current
+    /// turn ends, which may include a sweep of cancelled entries), so that
+    /// tasks falling due meanwhile are not held up behind the backlog.
+    ///
     /// ```
     /// use chronopool::ScheduledExecutor;
     /// use std::time::{Duration, Instant};

@@ -53,7 +53,9 @@
 //!   and hands each task that falls due to the workers; it sleeps until the
 //!   next deadline and never wakes when nothing is due. Schedulers reach it
 //!   through a bounded lock-free command queue (a scheduler that finds it
-//!   full places its backlog itself); a cancel only counts itself, and
+//!   full waits until the timer thread has taken some: back-pressure, so
+//!   that the backend's memory is the timer thread's own); a cancel only
+//!   counts itself, and
 //!   the timer thread sweeps cancelled entries out in one pass once they
 //!   are half of what it holds.
 //! * **Shutdown**: [`ScheduledExecutor::shutdown`] lets queued tasks finish;
