@@ -580,33 +580,53 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         self.slab.key_in_slot_if(slot, |entry| pred(&entry.value))
     }
 
-    /// Slot by slot, keeping the order of the items that stay and dropping
-    /// the tombstones. Its one allocation: a slot's vector left with more
-    /// than twice the room it needs (plus 256 items) is shrunk, which gives
-    /// back the room of the items that left; a slot it empties frees its
-    /// vector, and so does every slot once the wheel is empty.
+    /// Two sequential passes, as in the hashed wheel: the slab in slot
+    /// order (mostly the order the entries, and their tasks, were
+    /// allocated in), removing each dead entry and noting its slot in a
+    /// bitmap; then each occupied slot's items, keeping, in order, those
+    /// neither noted nor tombstones (the slab is read only for slots that
+    /// hold tombstones). Walking slot by slot instead read the slab in a
+    /// slot's order, a cache miss per entry (a sweep of 10^6 entries on the
+    /// wheel alone: 21.7 ms, against 4.7 for the hashed wheel's slot-order
+    /// sweep).
+    ///
+    /// A slot's vector left with more than twice the room it needs (plus
+    /// 256 items) is shrunk; a slot it empties frees its vector, and so does
+    /// every slot once the wheel is empty. Allocates the bitmap (slots / 8
+    /// bytes, freed before it returns).
     fn remove_where(
         &mut self,
         dead: &mut dyn FnMut(&T) -> bool,
         removed: &mut dyn FnMut(T),
     ) -> usize {
+        let mut gone = vec![0u64; self.slab.slot_count().div_ceil(64)];
         let mut count = 0;
+        let mut slot = 0;
+        // `slot_count()` is read each time: it drops to 0 when the last
+        // entry leaves.
+        while slot < self.slab.slot_count() {
+            if let Some(key) = self.slab.key_in_slot_if(slot, |entry| dead(&entry.value)) {
+                removed(self.slab.remove(key).expect("the key was just read").value);
+                gone[slot / 64] |= 1 << (slot % 64);
+                count += 1;
+            }
+            slot += 1;
+        }
+        if count == 0 {
+            return 0;
+        }
+        let is_gone = |slot: u32| gone[slot as usize / 64] & (1 << (slot % 64)) != 0;
         for level in 0..LEVELS {
             let mut bitmap = self.occupied[level];
             while bitmap != 0 {
                 let slot = bitmap.trailing_zeros() as usize;
                 bitmap &= bitmap - 1;
                 let index = level * SLOTS + slot;
-                let slab = &mut self.slab;
-                self.slots[index].retain(|item| match slab.get(item.key) {
-                    None => false,
-                    Some(entry) if dead(&entry.value) => {
-                        let entry = slab.remove(item.key).expect("just read");
-                        removed(entry.value);
-                        count += 1;
-                        false
-                    }
-                    Some(_) => true,
+                let slab = &self.slab;
+                let queue = &mut self.slots[index];
+                let has_tombstones = queue.removed > 0;
+                queue.retain(|item| {
+                    !is_gone(item.key.slot) && (!has_tombstones || slab.get(item.key).is_some())
                 });
                 let queue = &self.slots[index];
                 if queue.items.is_empty() {
