@@ -556,20 +556,10 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         dead: &mut dyn FnMut(&T) -> bool,
         removed: &mut dyn FnMut(T),
     ) -> usize {
-        let mut gone = vec![0u64; self.slab.slot_count().div_ceil(64)];
-        let mut count = 0;
-        let mut slot = 0;
-        // `slot_count()` is read each time: it drops to 0 when the last
-        // entry leaves.
-        while slot < self.slab.slot_count() {
-            if let Some(key) = self.slab.key_in_slot_if(slot, |entry| dead(&entry.value)) {
-                removed(self.slab.remove(key).expect("the key was just read").value);
-                gone[slot / 64] |= 1 << (slot % 64);
-                count += 1;
-            }
-            slot += 1;
-        }
-        if count == 0 {
+        let gone = self
+            .slab
+            .remove_where(|entry| dead(&entry.value), |entry| removed(entry.value));
+        if gone.count == 0 {
             return 0;
         }
         if self.slab.len() == 0 {
@@ -580,9 +570,8 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
             self.buckets.iter_mut().for_each(Bucket::release);
             self.occupied.fill(0);
             self.earliest_at.set(NIL);
-            return count;
+            return gone.count;
         }
-        let is_gone = |slot: u32| gone[slot as usize / 64] & (1 << (slot % 64)) != 0;
         let mut at = 0;
         while let Some(b) = self.next_occupied(at, self.buckets.len()) {
             at = b + 1;
@@ -592,7 +581,7 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
             let head = bucket.head as usize;
             bucket.items.drain(..head);
             bucket.items.retain(|item| {
-                if item.is_hole() || is_gone(item.key.slot) {
+                if item.is_hole() || gone.contains(item.key.slot) {
                     return false;
                 }
                 slab.at_mut(item.key.slot).pos = position(kept);
@@ -609,7 +598,7 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
             }
             self.forget_earliest_in(b);
         }
-        count
+        gone.count
     }
 
     #[cfg(all(test, not(loom)))]

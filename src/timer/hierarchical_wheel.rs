@@ -599,23 +599,12 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         dead: &mut dyn FnMut(&T) -> bool,
         removed: &mut dyn FnMut(T),
     ) -> usize {
-        let mut gone = vec![0u64; self.slab.slot_count().div_ceil(64)];
-        let mut count = 0;
-        let mut slot = 0;
-        // `slot_count()` is read each time: it drops to 0 when the last
-        // entry leaves.
-        while slot < self.slab.slot_count() {
-            if let Some(key) = self.slab.key_in_slot_if(slot, |entry| dead(&entry.value)) {
-                removed(self.slab.remove(key).expect("the key was just read").value);
-                gone[slot / 64] |= 1 << (slot % 64);
-                count += 1;
-            }
-            slot += 1;
-        }
-        if count == 0 {
+        let gone = self
+            .slab
+            .remove_where(|entry| dead(&entry.value), |entry| removed(entry.value));
+        if gone.count == 0 {
             return 0;
         }
-        let is_gone = |slot: u32| gone[slot as usize / 64] & (1 << (slot % 64)) != 0;
         for level in 0..LEVELS {
             let mut bitmap = self.occupied[level];
             while bitmap != 0 {
@@ -626,7 +615,8 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
                 let queue = &mut self.slots[index];
                 let has_tombstones = queue.removed > 0;
                 queue.retain(|item| {
-                    !is_gone(item.key.slot) && (!has_tombstones || slab.get(item.key).is_some())
+                    !gone.contains(item.key.slot)
+                        && (!has_tombstones || slab.get(item.key).is_some())
                 });
                 let queue = &self.slots[index];
                 if queue.items.is_empty() {
@@ -644,7 +634,7 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
             // heap above the freed tasks: see the hashed wheel).
             self.slots.iter_mut().for_each(SlotQueue::release);
         }
-        count
+        gone.count
     }
 
     #[cfg(all(test, not(loom)))]

@@ -291,6 +291,22 @@ pub(crate) fn empty_keeping_little<T>(items: &mut Vec<T>) {
     }
 }
 
+/// The slots a [`Slab::remove_where`] emptied.
+#[derive(Debug)]
+pub(crate) struct RemovedSlots {
+    bits: Vec<u64>,
+    /// How many.
+    pub(crate) count: usize,
+}
+
+impl RemovedSlots {
+    /// True if the entry in `slot` was removed.
+    #[inline]
+    pub(crate) fn contains(&self, slot: u32) -> bool {
+        self.bits[slot as usize / 64] & (1 << (slot % 64)) != 0
+    }
+}
+
 /// Slots with generations and a free list: the storage behind a backend's
 /// keys. A slot's generation is bumped each time it is reused, so an old key
 /// never matches a newer entry of the same slot.
@@ -380,6 +396,35 @@ impl<E> Slab<E> {
             self.free = NO_SLOT;
         }
         Some(entry)
+    }
+
+    /// Removes every entry `dead` selects, walking the slots in order
+    /// (mostly the order the entries were inserted in, so the reads
+    /// stream), and hands each to `removed`. Returns the slots it emptied,
+    /// for a backend to drop its own references to them in a second
+    /// sequential pass (the wheels' sweeps). Allocates the set (one bit per
+    /// slot, freed with it).
+    pub(crate) fn remove_where(
+        &mut self,
+        mut dead: impl FnMut(&E) -> bool,
+        mut removed: impl FnMut(E),
+    ) -> RemovedSlots {
+        let mut gone = RemovedSlots {
+            bits: vec![0; self.slots.len().div_ceil(64)],
+            count: 0,
+        };
+        let mut slot = 0;
+        // `slot_count()` is read each time: it drops to 0 when the last
+        // entry leaves.
+        while slot < self.slot_count() {
+            if let Some(key) = self.key_in_slot_if(slot, &mut dead) {
+                removed(self.remove(key).expect("the key was just read"));
+                gone.bits[slot / 64] |= 1 << (slot % 64);
+                gone.count += 1;
+            }
+            slot += 1;
+        }
+        gone
     }
 
     /// The number of slots, occupied or vacant.
