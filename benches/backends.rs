@@ -80,6 +80,24 @@ fn filled(queue: TimerQueue, n: usize, rng: &mut Rng) -> Backend {
     backend
 }
 
+/// The time `op` takes, summed over `iters` runs, each on a fresh backend
+/// holding `n` entries (filled untimed, dropped untimed).
+fn timed_on_filled(
+    queue: MakeQueue,
+    n: usize,
+    iters: u64,
+    mut op: impl FnMut(&mut Backend),
+) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let mut backend = filled(queue(), n, &mut Rng(42));
+        let t0 = Instant::now();
+        op(&mut backend);
+        total += t0.elapsed();
+    }
+    total
+}
+
 /// Fewer, longer samples for the big sizes (each setup is expensive).
 fn configure(group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
     group.sampling_mode(SamplingMode::Flat);
@@ -175,11 +193,7 @@ fn expire_all(c: &mut Criterion) {
             group.throughput(Throughput::Elements(n as u64));
             group.bench_function(BenchmarkId::new(name, n), |b| {
                 b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        let mut rng = Rng(42);
-                        let mut backend = filled(queue(), n, &mut rng);
-                        let t0 = Instant::now();
+                    timed_on_filled(queue, n, iters, |backend| {
                         let mut now = 0;
                         while !backend.is_empty() {
                             now += 1_000_000;
@@ -187,9 +201,7 @@ fn expire_all(c: &mut Criterion) {
                                 black_box(v);
                             }
                         }
-                        total += t0.elapsed();
-                    }
-                    total
+                    })
                 })
             });
         }
@@ -211,15 +223,9 @@ fn sweep(c: &mut Criterion) {
                 let id = BenchmarkId::new(format!("{name}/{part}"), n);
                 group.bench_function(id, |b| {
                     b.iter_custom(|iters| {
-                        let mut total = Duration::ZERO;
-                        for _ in 0..iters {
-                            let mut rng = Rng(42);
-                            let mut backend = filled(queue(), n, &mut rng);
-                            let t0 = Instant::now();
+                        timed_on_filled(queue, n, iters, |backend| {
                             black_box(backend.remove_where(|v| v % modulus == 0));
-                            total += t0.elapsed();
-                        }
-                        total
+                        })
                     })
                 });
             }

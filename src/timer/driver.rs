@@ -289,18 +289,18 @@ impl Timer {
         if cancels == 0 {
             return false;
         }
-        self.apply_commands_here(|timer, queue| timer.sweep(queue));
+        self.apply_commands_and_sweep_here();
         self.try_reserve()
     }
 
-    /// Applies the queued commands on the calling thread, then `and_then`
+    /// Applies the queued commands on the calling thread, then sweeps,
     /// under the same lock, and wakes the timer thread (see the module doc:
     /// a command applied here may be due before it would wake).
-    fn apply_commands_here(&self, and_then: impl FnOnce(&Self, &mut Queue)) {
+    fn apply_commands_and_sweep_here(&self) {
         {
             let mut queue = self.queue.lock();
             self.apply_commands(&mut queue, self.clock.now());
-            and_then(self, &mut queue);
+            self.sweep(&mut queue);
         }
         self.parker.unpark();
     }
@@ -450,21 +450,18 @@ impl Timer {
     fn apply_commands(&self, queue: &mut Queue, now: Nanos) -> bool {
         self.backlog.store(0, Ordering::Relaxed);
         let mut applied = 0;
-        let emptied = loop {
-            if applied == COMMANDS_CAPACITY {
-                break false;
-            }
+        while applied < COMMANDS_CAPACITY {
             let Some(Insert { deadline, entry }) = self.commands.pop() else {
-                break true;
+                break;
             };
             self.place(queue, deadline, entry, now);
             applied += 1;
-        };
+        }
         if applied > 0 {
             // Schedulers waiting for room (cheap when there are none).
             self.room.notify_all();
         }
-        emptied
+        applied < COMMANDS_CAPACITY
     }
 
     /// Puts `entry` in the backend (an insert, or an entry put back after

@@ -121,7 +121,7 @@
 
 use std::cell::Cell;
 
-use super::{empty_keeping_little, DelayQueue, Key, Nanos, Slab, RETAINED_ITEMS};
+use super::{empty_keeping_little, retain_from, DelayQueue, Key, Nanos, Slab};
 
 /// The default tick: 1 ms.
 pub(crate) const DEFAULT_TICK: Nanos = 1_000_000;
@@ -405,26 +405,25 @@ impl<T> HashedWheel<T> {
             self.occupied[b / 64] &= !(1 << (b % 64));
         } else if bucket.needs_compaction() {
             self.forget_earliest_in(b);
-            self.compact(b);
+            self.compact(b, |_| false);
         }
     }
 
-    /// Drops the holes of bucket `b`, telling each entry that moves its new
-    /// position. Amortised O(1) per hole: called once they outnumber the
-    /// entries.
-    fn compact(&mut self, b: usize) {
+    /// Drops the holes of bucket `b`, and the items `also_drop` selects
+    /// (whose entries the caller took out of the slab), telling each entry
+    /// that moves its new position; returns the items left. Amortised O(1)
+    /// per hole when called once they outnumber the entries.
+    fn compact(&mut self, b: usize, mut also_drop: impl FnMut(&Item) -> bool) -> usize {
         let bucket = &mut self.buckets[b];
-        let head = bucket.head as usize;
-        bucket.items.drain(..head);
-        bucket.items.retain(|item| !item.is_hole());
+        retain_from(&mut bucket.items, bucket.head as usize, |item| {
+            !item.is_hole() && !also_drop(item)
+        });
         bucket.head = 0;
         bucket.holes = 0;
         for (pos, item) in bucket.items.iter().enumerate() {
             self.slab.at_mut(item.key.slot).pos = position(pos);
         }
-        if bucket.items.capacity() > 2 * bucket.items.len() + RETAINED_ITEMS {
-            bucket.items.shrink_to_fit();
-        }
+        bucket.items.len()
     }
 
     /// The position of the next entry of due tick `due` after `pos` in
@@ -575,26 +574,9 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         let mut at = 0;
         while let Some(b) = self.next_occupied(at, self.buckets.len()) {
             at = b + 1;
-            let bucket = &mut self.buckets[b];
-            let slab = &mut self.slab;
-            let mut kept = 0;
-            let head = bucket.head as usize;
-            bucket.items.drain(..head);
-            bucket.items.retain(|item| {
-                if item.is_hole() || gone.contains(item.key.slot) {
-                    return false;
-                }
-                slab.at_mut(item.key.slot).pos = position(kept);
-                kept += 1;
-                true
-            });
-            bucket.head = 0;
-            bucket.holes = 0;
-            if kept == 0 {
-                bucket.release();
+            if self.compact(b, |item| gone.contains(item.key.slot)) == 0 {
+                self.buckets[b].release();
                 self.occupied[b / 64] &= !(1 << (b % 64));
-            } else if bucket.items.capacity() > 2 * kept + RETAINED_ITEMS {
-                bucket.items.shrink_to_fit();
             }
             self.forget_earliest_in(b);
         }
@@ -613,7 +595,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use super::super::SlabSlot;
+    use super::super::{SlabSlot, RETAINED_ITEMS};
     use super::*;
 
     /// Pops every entry due at `now`, values only, in pop order.

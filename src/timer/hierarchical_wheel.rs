@@ -136,7 +136,7 @@
 use std::cell::Cell;
 use std::fmt;
 
-use super::{empty_keeping_little, DelayQueue, Key, Nanos, Slab, RETAINED_ITEMS};
+use super::{empty_keeping_little, retain_from, DelayQueue, Key, Nanos, Slab};
 
 /// Bits of a tick each level resolves: 64 slots per level.
 const SLOT_BITS: u32 = 6;
@@ -202,13 +202,9 @@ impl SlotQueue {
     /// ones; a vector left with more than twice the room it needs (plus
     /// `RETAINED_ITEMS`) is shrunk.
     fn retain(&mut self, keep: impl FnMut(&Item) -> bool) {
-        self.items.drain(..self.head);
-        self.items.retain(keep);
+        retain_from(&mut self.items, self.head, keep);
         self.head = 0;
         self.removed = 0;
-        if self.items.capacity() > 2 * self.items.len() + RETAINED_ITEMS {
-            self.items.shrink_to_fit();
-        }
     }
 
     /// Empties the slot and frees its vector.
@@ -646,6 +642,7 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::timer::RETAINED_ITEMS;
 
     use std::sync::Arc;
     use std::time::{Duration, Instant};

@@ -291,6 +291,19 @@ pub(crate) fn empty_keeping_little<T>(items: &mut Vec<T>) {
     }
 }
 
+/// Keeps, in order, the items of `items[from..]` that `keep` selects,
+/// dropping those before `from` (a wheel's bucket or slot after its head
+/// moved); a vector left with more than twice the room it needs (plus
+/// [`RETAINED_ITEMS`]) is shrunk, which gives back the room of the items
+/// that left.
+pub(crate) fn retain_from<T>(items: &mut Vec<T>, from: usize, keep: impl FnMut(&T) -> bool) {
+    items.drain(..from);
+    items.retain(keep);
+    if items.capacity() > 2 * items.len() + RETAINED_ITEMS {
+        items.shrink_to_fit();
+    }
+}
+
 /// The slots a [`Slab::remove_where`] emptied.
 #[derive(Debug)]
 pub(crate) struct RemovedSlots {
