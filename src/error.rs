@@ -272,6 +272,8 @@ pub enum BuildError {
     /// A hashed wheel's number of slots was zero or more than
     /// [`MAX_WHEEL_SLOTS`](crate::MAX_WHEEL_SLOTS).
     WheelSlots(usize),
+    /// `timer_spin` was more than [`MAX_TIMER_SPIN`](crate::MAX_TIMER_SPIN).
+    TimerSpin(Duration),
     /// The operating system refused to start a worker thread.
     Spawn(std::io::Error),
 }
@@ -297,6 +299,11 @@ impl fmt::Display for BuildError {
                 f,
                 "a hashed wheel's slots must be between 1 and {}, got {slots}",
                 crate::MAX_WHEEL_SLOTS
+            ),
+            BuildError::TimerSpin(spin) => write!(
+                f,
+                "timer_spin must be at most {:?}, got {spin:?}",
+                crate::MAX_TIMER_SPIN
             ),
             BuildError::Spawn(e) => write!(f, "failed to start a worker thread: {e}"),
         }

@@ -114,7 +114,7 @@ mod task;
 mod timer;
 mod worker;
 
-pub use builder::{Builder, MAX_WORKER_THREADS};
+pub use builder::{Builder, MAX_TIMER_SPIN, MAX_WORKER_THREADS};
 pub use current::{execute, submit};
 pub use error::{
     BuildError, JoinTimeoutError, PanicPayload, SubmitError, SubmitErrorKind, TaskError,

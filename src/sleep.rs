@@ -102,6 +102,12 @@ impl Sleep {
         }
     }
 
+    /// Whether some worker sleeps (a racy hint: it may wake or fall asleep
+    /// right after).
+    pub(crate) fn some_worker_sleeps(&self) -> bool {
+        sleeping(self.state.load(Ordering::Relaxed)) != 0
+    }
+
     /// Wakes the most recent sleeper, unless a worker started searching
     /// meanwhile (it will find the work: see the module doc).
     #[cold]

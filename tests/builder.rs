@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chronopool::{
-    BuildError, ScheduledExecutor, TimerQueue, MAX_WHEEL_SLOTS, MAX_WHEEL_TICK, MAX_WORKER_THREADS,
+    BuildError, ScheduledExecutor, TimerQueue, MAX_TIMER_SPIN, MAX_WHEEL_SLOTS, MAX_WHEEL_TICK,
+    MAX_WORKER_THREADS,
 };
 use common::PATIENCE;
 
@@ -78,6 +79,40 @@ fn invalid_wheel_settings_are_errors() {
         let pool = build(queue).unwrap();
         let handle = pool.schedule(|| 1, Duration::from_millis(1)).unwrap();
         assert_eq!(handle.join().unwrap(), 1);
+    }
+}
+
+#[test]
+fn a_timer_spin_past_the_limit_is_an_error_and_any_other_runs_tasks_on_time() {
+    let build = |spin| {
+        ScheduledExecutor::builder()
+            .worker_threads(1)
+            .timer_spin(spin)
+            .build()
+    };
+    for spin in [MAX_TIMER_SPIN + Duration::from_nanos(1), Duration::MAX] {
+        let err = build(spin).unwrap_err();
+        assert!(matches!(err, BuildError::TimerSpin(s) if s == spin));
+        assert!(err.to_string().contains("timer_spin"), "{err}");
+    }
+    // A spin as long as the limit, none, and the default: a few timers, each
+    // waited for long enough that the timer thread spins before it (if the
+    // setting lets it), never start early.
+    for spin in [MAX_TIMER_SPIN, Duration::ZERO, Duration::from_micros(100)] {
+        let pool = build(spin).unwrap();
+        for delay_ms in [1, 3, 6] {
+            let delay = Duration::from_millis(delay_ms);
+            let scheduled = std::time::Instant::now();
+            let ran = pool
+                .schedule(std::time::Instant::now, delay)
+                .unwrap()
+                .join_timeout(PATIENCE)
+                .unwrap();
+            assert!(
+                ran >= scheduled + delay,
+                "{spin:?}: ran before its deadline"
+            );
+        }
     }
 }
 

@@ -118,7 +118,11 @@
 //!   drains the injector: a task is either drained from the backend or
 //!   already on the injector, never lost between the two.
 //! * No empty ticks: the timer thread parks until the next deadline the
-//!   backend reports, or without a deadline when there is none.
+//!   backend reports, or without a deadline when there is none. With few
+//!   timers it may instead park until a short window before that deadline
+//!   and spin on the clock for the rest ([`waiting`](super::waiting)); a
+//!   spin ends at the same deadline as the park it replaces, and sooner if
+//!   a command arrives, so the wake-up protocol above holds unchanged.
 
 use std::time::Instant;
 
@@ -131,6 +135,7 @@ use crate::sync::{
     fence, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, StdArc,
 };
 
+use super::waiting::{Wait, Waiting};
 use super::{DelayQueue, Nanos, TimerQueue};
 
 /// The most commands the queue holds (module doc); 2 under loom, so that
@@ -437,6 +442,17 @@ impl Timer {
         self.parker.park_until(wake_at);
     }
 
+    /// The timer thread spins until `until` on the clock `now`, or until a
+    /// command arrives (it may be due sooner). Only ever asked for one spin
+    /// window (`waiting`), at most `MAX_TIMER_SPIN`, so it does not watch
+    /// for other wake-ups: one that comes meanwhile (shutdown) leaves a
+    /// token in the parker, and the next turn sees its cause.
+    fn spin_until(&self, until: Nanos, now: impl Fn() -> Nanos) {
+        while now() < until && self.commands.is_empty() {
+            std::hint::spin_loop();
+        }
+    }
+
     /// Applies the queued commands to the backend; `now` is one clock read
     /// for the whole batch: a wheel places entries relative to it, and a few
     /// microseconds of staleness only make it place them slightly coarser
@@ -543,62 +559,18 @@ impl Timer {
     }
 }
 
-/// The timer slack of the timer thread: how late Linux may end its timed
-/// waits (to batch wake-ups). The default, 50 µs, is added to every
-/// deadline; with few timers the timer thread asks for 1 µs instead, so a
-/// lone timer fires ~50 µs sooner. With many timers it keeps the default:
-/// measured with 10,000 periodic tasks (the `periodic` workload), a tight
-/// slack woke it for ever smaller batches and cost ~50% more CPU and a
-/// worse p99, while it buys nothing when deadlines are dense.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Slack {
-    Default,
-    Tight,
-}
-
-/// At most this many timers for a tight slack.
-const FEW_TIMERS: usize = 64;
-
-impl Slack {
-    fn for_timers(held: usize) -> Slack {
-        if held <= FEW_TIMERS {
-            Slack::Tight
-        } else {
-            Slack::Default
-        }
-    }
-
-    fn nanos(self) -> u64 {
-        match self {
-            Slack::Default => 50_000,
-            Slack::Tight => 1_000,
-        }
-    }
-}
-
-/// Sets the calling thread's timer slack (Linux; elsewhere nothing).
-fn set_timer_slack(nanos: u64) {
-    #[cfg(all(target_os = "linux", not(loom)))]
-    // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes
-    // the calling thread's timer slack; no memory is passed.
-    unsafe {
-        libc::prctl(libc::PR_SET_TIMERSLACK, nanos as libc::c_ulong, 0, 0, 0);
-    }
-    #[cfg(not(all(target_os = "linux", not(loom))))]
-    let _ = nanos;
-}
-
-/// The body of the timer thread of `pool`.
-pub(crate) fn run(pool: Arc<Pool>) {
+/// The body of the timer thread of `pool`, which spins for at most `spin`
+/// nanoseconds before a deadline (`waiting`).
+pub(crate) fn run(pool: Arc<Pool>, spin: Nanos) {
     let clock = pool.timer.clock;
-    run_with_clock(&pool, || clock.now());
+    run_with_clock(&pool, || clock.now(), Waiting::new(spin));
 }
 
 /// The timer thread's loop, reading the time from `now` (the executor's
-/// clock; a model's explicit time under loom, which does not model time).
-fn run_with_clock(pool: &Pool, now: impl Fn() -> Nanos) {
+/// clock; a model's explicit time under loom, which does not model time:
+/// there `waiting` never spins).
+fn run_with_clock(pool: &Pool, now: impl Fn() -> Nanos, mut waiting: Waiting) {
     let timer = &pool.timer;
-    let mut slack = Slack::Default;
     loop {
         match turn(pool, &now) {
             Turn::Exit => {
@@ -607,12 +579,10 @@ fn run_with_clock(pool: &Pool, now: impl Fn() -> Nanos) {
             }
             Turn::Again => continue,
             Turn::Sleep { next, held } => {
-                let wanted = Slack::for_timers(held);
-                if wanted != slack {
-                    slack = wanted;
-                    set_timer_slack(slack.nanos());
+                match waiting.plan(next, now(), held, pool.sleep.some_worker_sleeps()) {
+                    Wait::Park(until) => timer.sleep_until(until),
+                    Wait::Spin(until) => timer.spin_until(until, &now),
                 }
-                timer.sleep_until(next);
             }
         }
     }
@@ -742,6 +712,20 @@ mod tests {
             assert!(timer.reserve());
             timer.insert_reserved(entry.clone());
         }
+    }
+
+    #[test]
+    fn a_spin_ends_at_its_deadline_or_when_a_command_arrives() {
+        let timer = Timer::new(TimerQueue::heap(), keep_delayed(), usize::MAX);
+        let clock = std::cell::Cell::new(0);
+        timer.spin_until(1_000, || {
+            clock.set(clock.get() + 1);
+            clock.get()
+        });
+        assert_eq!(clock.get(), 1_000);
+        // A stopped clock: only the command ends the spin.
+        insert_all(&timer, &[StdArc::new(Probe(7))]);
+        timer.spin_until(1_000, || 0);
     }
 
     #[test]
@@ -964,7 +948,7 @@ mod loom_model {
             let _second = schedule(&pool, || (), 0, LATER);
             let timer = {
                 let pool = Arc::clone(&pool);
-                thread::spawn(move || run_with_clock(&pool, || 0))
+                thread::spawn(move || run_with_clock(&pool, || 0, Waiting::new(0)))
             };
             let third = {
                 let pool = Arc::clone(&pool);
@@ -1007,7 +991,9 @@ mod loom_model {
             let workers = spawn_workers(&pool, deques);
             let timer = {
                 let (pool, clock) = (Arc::clone(&pool), Arc::clone(&clock));
-                thread::spawn(move || run_with_clock(&pool, || clock.load(Ordering::SeqCst)))
+                thread::spawn(move || {
+                    run_with_clock(&pool, || clock.load(Ordering::SeqCst), Waiting::new(0))
+                })
             };
             let ran = Arc::new(AtomicUsize::new(0));
             let r = Arc::clone(&ran);
@@ -1040,7 +1026,7 @@ mod loom_model {
             let task = schedule(&pool, || 7, 0, DUE);
             let timer = {
                 let pool = Arc::clone(&pool);
-                thread::spawn(move || run_with_clock(&pool, || DUE))
+                thread::spawn(move || run_with_clock(&pool, || DUE, Waiting::new(0)))
             };
             let returned = pool.shutdown_now();
             timer.join().unwrap();
@@ -1075,7 +1061,7 @@ mod loom_model {
             let workers = spawn_workers(&pool, deques);
             let timer = {
                 let pool = Arc::clone(&pool);
-                thread::spawn(move || run_with_clock(&pool, || 0))
+                thread::spawn(move || run_with_clock(&pool, || 0, Waiting::new(0)))
             };
             pool.shutdown();
             join_all(workers);

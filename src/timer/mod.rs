@@ -26,6 +26,7 @@ pub(crate) mod driver;
 pub(crate) mod hashed_wheel;
 pub(crate) mod heap;
 pub(crate) mod hierarchical_wheel;
+mod waiting;
 
 #[cfg(all(test, not(loom)))]
 mod model_test;
