@@ -51,7 +51,9 @@
 //!   [`Builder::on_panic`] hook and to the task's handle.
 //! * **Time**: one timer thread per executor owns the delayed work queue
 //!   and hands each task that falls due to the workers; it sleeps until the
-//!   next deadline and never wakes when nothing is due. Schedulers reach it
+//!   next deadline and never wakes when nothing is due (with few timers it
+//!   ends a long sleep with a short spin, so that a task starts within
+//!   microseconds of its deadline: [`Builder::timer_spin`]). Schedulers reach it
 //!   through a bounded lock-free command queue (a scheduler that finds it
 //!   full waits until the timer thread has taken some: back-pressure, so
 //!   that the backend's memory is the timer thread's own); a cancel only
