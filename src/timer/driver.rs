@@ -579,7 +579,7 @@ fn run_with_clock(pool: &Pool, now: impl Fn() -> Nanos, mut waiting: Waiting) {
             }
             Turn::Again => continue,
             Turn::Sleep { next, held } => {
-                match waiting.plan(next, now(), held, pool.sleep.some_worker_sleeps()) {
+                match waiting.plan(next, held, &now, || pool.sleep.some_worker_sleeps()) {
                     Wait::Park(until) => timer.sleep_until(until),
                     Wait::Spin(until) => timer.spin_until(until, &now),
                 }

@@ -100,14 +100,16 @@ impl Waiting {
     }
 
     /// How to wait for `next` (the earliest deadline; `None` if the backend
-    /// is empty) at `now`, with `held` timers in the backend and, if
-    /// `worker_sleeps`, some worker asleep. Sets the thread's timer slack.
+    /// is empty) with `held` timers in the backend. `now` reads the clock and
+    /// `worker_sleeps` tells whether some worker is asleep; both are asked
+    /// only if a spin is possible (under loom, where the spin is off, a
+    /// model sees no extra read). Sets the thread's timer slack.
     pub(super) fn plan(
         &mut self,
         next: Option<Nanos>,
-        now: Nanos,
         held: usize,
-        worker_sleeps: bool,
+        now: impl FnOnce() -> Nanos,
+        worker_sleeps: impl FnOnce() -> bool,
     ) -> Wait {
         let few = held <= FEW_TIMERS;
         self.set_slack(if few { Slack::Tight } else { Slack::Default });
@@ -115,7 +117,11 @@ impl Waiting {
         let Some(due) = next else {
             return Wait::Park(None);
         };
-        if self.spin == 0 || !few || !worker_sleeps || due <= now {
+        if self.spin == 0 || !few {
+            return Wait::Park(Some(due));
+        }
+        let now = now();
+        if due <= now || !worker_sleeps() {
             return Wait::Park(Some(due));
         }
         let left = due - now;
@@ -161,14 +167,23 @@ mod tests {
     #[test]
     fn a_long_wait_sleeps_until_the_window_then_spins_to_the_deadline() {
         let mut waiting = Waiting::new(SPIN);
-        assert_eq!(waiting.plan(Some(1_000), 0, 1, true), Wait::Park(Some(900)));
+        assert_eq!(
+            waiting.plan(Some(1_000), 1, || 0, || true),
+            Wait::Park(Some(900))
+        );
         // Woke on time for the window: spin the rest.
-        assert_eq!(waiting.plan(Some(1_000), 905, 1, true), Wait::Spin(1_000));
+        assert_eq!(
+            waiting.plan(Some(1_000), 1, || 905, || true),
+            Wait::Spin(1_000)
+        );
         // A command ended the spin early, the deadline unchanged: spin on.
-        assert_eq!(waiting.plan(Some(1_000), 950, 2, true), Wait::Spin(1_000));
+        assert_eq!(
+            waiting.plan(Some(1_000), 2, || 950, || true),
+            Wait::Spin(1_000)
+        );
         // The next deadline is a new wait.
         assert_eq!(
-            waiting.plan(Some(2_000), 1_001, 1, true),
+            waiting.plan(Some(2_000), 1, || 1_001, || true),
             Wait::Park(Some(1_900))
         );
     }
@@ -178,12 +193,12 @@ mod tests {
         let mut waiting = Waiting::new(SPIN);
         let short = LONG_WAIT * SPIN - 1;
         assert_eq!(
-            waiting.plan(Some(short), 0, 1, true),
+            waiting.plan(Some(short), 1, || 0, || true),
             Wait::Park(Some(short))
         );
         // Even within the window: it never woke early for this deadline.
         assert_eq!(
-            waiting.plan(Some(short), short - 50, 1, true),
+            waiting.plan(Some(short), 1, || short - 50, || true),
             Wait::Park(Some(short))
         );
     }
@@ -191,24 +206,36 @@ mod tests {
     #[test]
     fn a_wake_up_before_the_window_sleeps_again_until_the_window() {
         let mut waiting = Waiting::new(SPIN);
-        assert_eq!(waiting.plan(Some(1_000), 0, 1, true), Wait::Park(Some(900)));
-        // Woken at 700 (no new command): never spin for more than the window.
         assert_eq!(
-            waiting.plan(Some(1_000), 700, 1, true),
+            waiting.plan(Some(1_000), 1, || 0, || true),
             Wait::Park(Some(900))
         );
-        assert_eq!(waiting.plan(Some(1_000), 901, 1, true), Wait::Spin(1_000));
+        // Woken at 700 (no new command): never spin for more than the window.
+        assert_eq!(
+            waiting.plan(Some(1_000), 1, || 700, || true),
+            Wait::Park(Some(900))
+        );
+        assert_eq!(
+            waiting.plan(Some(1_000), 1, || 901, || true),
+            Wait::Spin(1_000)
+        );
     }
 
     #[test]
     fn an_earlier_deadline_replaces_the_one_it_was_finishing() {
         let mut waiting = Waiting::new(SPIN);
-        assert_eq!(waiting.plan(Some(1_000), 0, 1, true), Wait::Park(Some(900)));
+        assert_eq!(
+            waiting.plan(Some(1_000), 1, || 0, || true),
+            Wait::Park(Some(900))
+        );
         // A task due at 950 arrived during the sleep: a short wait, plain.
-        assert_eq!(waiting.plan(Some(950), 920, 2, true), Wait::Park(Some(950)));
+        assert_eq!(
+            waiting.plan(Some(950), 2, || 920, || true),
+            Wait::Park(Some(950))
+        );
         // After it fired, the wait for 1,000 is short too: it is a new wait.
         assert_eq!(
-            waiting.plan(Some(1_000), 951, 1, true),
+            waiting.plan(Some(1_000), 1, || 951, || true),
             Wait::Park(Some(1_000))
         );
     }
@@ -217,22 +244,37 @@ mod tests {
     fn no_spin_with_many_timers_busy_workers_or_the_spin_off() {
         let many = FEW_TIMERS + 1;
         assert_eq!(
-            Waiting::new(SPIN).plan(Some(1_000), 0, many, true),
+            Waiting::new(SPIN).plan(Some(1_000), many, || 0, || true),
             Wait::Park(Some(1_000))
         );
         assert_eq!(
-            Waiting::new(SPIN).plan(Some(1_000), 0, 1, false),
+            Waiting::new(SPIN).plan(Some(1_000), 1, || 0, || false),
             Wait::Park(Some(1_000))
         );
         assert_eq!(
-            Waiting::new(0).plan(Some(1_000), 0, 1, true),
+            Waiting::new(0).plan(Some(1_000), 1, || 0, || true),
+            Wait::Park(Some(1_000))
+        );
+        // With the spin off, or many timers, neither the clock nor the
+        // workers' state is read (a loom model sees no extra operation).
+        let unread = || -> Nanos { unreachable!("read although no spin is possible") };
+        let unasked = || -> bool { unreachable!("asked although no spin is possible") };
+        assert_eq!(
+            Waiting::new(0).plan(Some(1_000), 1, unread, unasked),
+            Wait::Park(Some(1_000))
+        );
+        assert_eq!(
+            Waiting::new(SPIN).plan(Some(1_000), many, unread, unasked),
             Wait::Park(Some(1_000))
         );
         // Woke early, then every worker got busy: sleep out the rest.
         let mut waiting = Waiting::new(SPIN);
-        assert_eq!(waiting.plan(Some(1_000), 0, 1, true), Wait::Park(Some(900)));
         assert_eq!(
-            waiting.plan(Some(1_000), 905, 1, false),
+            waiting.plan(Some(1_000), 1, || 0, || true),
+            Wait::Park(Some(900))
+        );
+        assert_eq!(
+            waiting.plan(Some(1_000), 1, || 905, || false),
             Wait::Park(Some(1_000))
         );
     }
@@ -240,16 +282,19 @@ mod tests {
     #[test]
     fn no_deadline_or_a_past_one_is_a_plain_park() {
         let mut waiting = Waiting::new(SPIN);
-        assert_eq!(waiting.plan(None, 0, 0, true), Wait::Park(None));
-        assert_eq!(waiting.plan(Some(5), 10, 1, true), Wait::Park(Some(5)));
+        assert_eq!(waiting.plan(None, 0, || 0, || true), Wait::Park(None));
+        assert_eq!(
+            waiting.plan(Some(5), 1, || 10, || true),
+            Wait::Park(Some(5))
+        );
     }
 
     #[test]
     fn the_slack_follows_the_number_of_timers() {
         let mut waiting = Waiting::new(SPIN);
-        waiting.plan(None, 0, FEW_TIMERS, true);
+        waiting.plan(None, FEW_TIMERS, || 0, || true);
         assert_eq!(waiting.slack, Slack::Tight);
-        waiting.plan(None, 0, FEW_TIMERS + 1, true);
+        waiting.plan(None, FEW_TIMERS + 1, || 0, || true);
         assert_eq!(waiting.slack, Slack::Default);
     }
 }
