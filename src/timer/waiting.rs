@@ -25,13 +25,14 @@
 //! Measured with the `latency` workload (1,000 timers of 1 ms, one after
 //! the other; heap): the timer thread hands a task over 1 µs after its
 //! deadline at the median (29–59 µs without the spin), and the task runs
-//! 8–11 µs after it (42–68 µs without), p99 40–59 µs (100–150 µs).
+//! 8–11 µs after it (42–67 µs without), p99 41–67 µs (100–154 µs)
+//! (`benches/results/2026-11-21-spin.txt`).
 //!
 //! **The cost** is CPU: at most one spin window per wait of at least
 //! `LONG_WAIT` windows, so at most a fifth of one core with timers due
 //! back to back every 500 µs, and in practice the window less the sleep's
-//! own lateness (in `latency`, ~50 µs of spin per timer: 5% of a core at
-//! one timer per millisecond). With many timers the waits are short, the
+//! own lateness (in `latency`, 37–55 µs of CPU per timer, 4–5% of a core
+//! at one timer per millisecond). With many timers the waits are short, the
 //! deadlines dense, and a tight slack would only wake the timer thread for
 //! ever smaller batches: measured with 10,000 periodic tasks (`periodic`),
 //! it cost ~50% more CPU and a worse p99, so there the timer thread keeps
@@ -40,11 +41,11 @@
 use super::Nanos;
 
 /// At most this many timers for a tight slack and a spin.
-pub(super) const FEW_TIMERS: usize = 64;
+const FEW_TIMERS: usize = 64;
 
 /// A wait is long, and ends with a spin, if it is at least this many spin
 /// windows: it bounds the spinning to a fifth of the time.
-pub(super) const LONG_WAIT: u64 = 5;
+const LONG_WAIT: u64 = 5;
 
 /// What the timer thread does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,7 +114,8 @@ impl Waiting {
     ) -> Wait {
         let few = held <= FEW_TIMERS;
         self.set_slack(if few { Slack::Tight } else { Slack::Default });
-        let finishing = self.finishing.take();
+        // Whether it already woke early for this very deadline.
+        let finishing = self.finishing.take().is_some_and(|d| Some(d) == next);
         let Some(due) = next else {
             return Wait::Park(None);
         };
@@ -125,16 +127,18 @@ impl Waiting {
             return Wait::Park(Some(due));
         }
         let left = due - now;
-        if left <= self.spin && finishing == Some(due) {
-            self.finishing = Some(due);
+        if !finishing && left < LONG_WAIT * self.spin {
+            return Wait::Park(Some(due));
+        }
+        // Here it woke early for `due` or the wait is long (more than a
+        // window): within the window only in the first case.
+        self.finishing = Some(due);
+        if left <= self.spin {
             Wait::Spin(due)
-        } else if left >= LONG_WAIT * self.spin || finishing == Some(due) {
+        } else {
             // A long wait, or one it woke from before the window (a wake-up
             // without a new command): sleep until the window.
-            self.finishing = Some(due);
             Wait::Park(Some(due - self.spin))
-        } else {
-            Wait::Park(Some(due))
         }
     }
 
