@@ -305,6 +305,24 @@ pub(crate) fn retain_from<T>(items: &mut Vec<T>, from: usize, keep: impl FnMut(&
     }
 }
 
+/// Asks the CPU to bring `items[index]` into the cache (a hint: it does
+/// nothing if `index` is out of range or on other targets).
+#[inline]
+pub(crate) fn prefetch<T>(items: &[T], index: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(item) = items.get(index) {
+        // SAFETY: a prefetch is a hint; it never faults and does not
+        // access memory observably. The pointer is to a live element.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (item as *const T).cast(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (items, index);
+}
+
 /// The slots a [`Slab::remove_where`] emptied.
 #[derive(Debug)]
 pub(crate) struct RemovedSlots {
@@ -473,16 +491,7 @@ impl<E> Slab<E> {
     /// does nothing if `slot` is out of range or on other targets).
     #[inline]
     pub(crate) fn prefetch(&self, slot: u32) {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(s) = self.slots.get(slot as usize) {
-            // SAFETY: a prefetch is a hint; it never faults and does not
-            // access memory observably. The pointer is to a live element.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    (s as *const SlabSlot<E>).cast(),
-                );
-            }
-        }
+        prefetch(&self.slots, slot as usize);
     }
 
     /// The entry in `slot`, which the caller knows to be occupied.
