@@ -5,7 +5,12 @@
 //! * `spawn/outside`: a batch of `execute`s from a thread outside the pool,
 //!   until all ran (throughput of the injector path);
 //! * `spawn/inside`: the same batch submitted from inside a task, into the
-//!   worker's own deque (`chronopool::execute`).
+//!   worker's own deque (`chronopool::execute`);
+//! * `timers/schedule`: a batch of `schedule`s from a thread outside the
+//!   pool, due in an hour (the caller's side of an insert, while the timer
+//!   thread places the entries), each then cancelled untimed;
+//! * `timers/cancel`: the same batch scheduled untimed, then cancelled
+//!   through its handles (and the handles dropped), timed.
 //!
 //! ```text
 //! cargo bench --bench executor
@@ -85,5 +90,45 @@ fn spawn(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, round_trip, spawn);
+/// Far enough that no timer of `timers` ever fires.
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn timers(c: &mut Criterion) {
+    let mut group = c.benchmark_group("timers");
+    group.throughput(Throughput::Elements(BATCH));
+    let pool = pool();
+    let mut handles = Vec::with_capacity(BATCH as usize);
+    let mut schedule_batch = |handles: &mut Vec<_>| {
+        for _ in 0..BATCH {
+            handles.push(pool.schedule(|| (), HOUR).unwrap());
+        }
+    };
+    group.bench_function("schedule", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t0 = Instant::now();
+                schedule_batch(&mut handles);
+                total += t0.elapsed();
+                handles.drain(..).for_each(|h| assert!(h.cancel()));
+            }
+            total
+        })
+    });
+    group.bench_function("cancel", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                schedule_batch(&mut handles);
+                let t0 = Instant::now();
+                handles.drain(..).for_each(|h| assert!(h.cancel()));
+                total += t0.elapsed();
+            }
+            total
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, round_trip, spawn, timers);
 criterion_main!(benches);
