@@ -98,7 +98,7 @@ fn timers(c: &mut Criterion) {
     group.throughput(Throughput::Elements(BATCH));
     let pool = pool();
     let mut handles = Vec::with_capacity(BATCH as usize);
-    let mut schedule_batch = |handles: &mut Vec<_>| {
+    let schedule_batch = |handles: &mut Vec<_>| {
         for _ in 0..BATCH {
             handles.push(pool.schedule(|| (), HOUR).unwrap());
         }
