@@ -18,8 +18,8 @@
 //!   branch), and the children of all four are prefetched, since the CPU no
 //!   longer guesses the winner and loads its children early. Measured on
 //!   the backend alone (`cargo bench --features bench-internals --bench
-//!   backends -- /heap/`): popping every entry costs 33% less at 10^4
-//!   pending, 38% at 10^5, 9% at 10^6; removal by key 8–14% less
+//!   backends -- /heap/`): popping every entry costs 31% less at 10^4
+//!   pending, 38% at 10^5, 17% at 10^6; removal by key 8–14% less
 //!   (`benches/results/2026-11-21-heap-select.txt`).
 //! * Memory is given back: the array shrinks when it is mostly empty, and
 //!   the slab frees its slots when the last entry leaves.
@@ -128,12 +128,18 @@ impl<T> IndexedHeap<T> {
     /// reads: without it, the select below would make each level wait for
     /// memory in turn (a branch lets the CPU guess the winner and load its
     /// children early; a select does not).
+    ///
+    /// One prefetch per second item, 48 bytes apart, and one for the last:
+    /// an item left out starts in the line of the prefetched item after
+    /// it, so every line an item starts in is asked for.
     #[inline]
     fn prefetch_grandchildren(&self, first: usize) {
         let from = first * ARITY + 1;
-        for index in (from..from + ARITY * ARITY).step_by(2) {
+        let last = from + ARITY * ARITY - 1;
+        for index in (from..last).step_by(2) {
             super::prefetch(&self.heap, index);
         }
+        super::prefetch(&self.heap, last);
     }
 
     /// The position of the earliest of the four items from `first`: a
