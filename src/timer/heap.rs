@@ -4,15 +4,17 @@
 //! * **Exact**: entries are popped at their deadline, not rounded to a tick.
 //! * **FIFO among equal deadlines**: the heap orders by `(deadline, seq)`,
 //!   `seq` counting insertions (the JDK's tie-break; the JDK 25 delay
-//!   scheduler has none).
+//!   scheduler has none). `seq` is 32 bits: before it would wrap, the
+//!   entries are renumbered in their order (once per 2^32 inserts, O(n log
+//!   n), no allocation), so the order among equal deadlines never breaks.
 //! * **Removal in O(log n)** by [`Key`]: each entry's position in the heap
 //!   array is recorded (the JDK's `heapIndex`, kept in a dense array of its
 //!   own), so an entry leaves from the middle of the heap at once instead
 //!   of waiting for its deadline.
 //! * **4-ary**: half the depth of a binary heap, and the four children of a
 //!   node sit in one or two cache lines; the heap array holds the ordering
-//!   keys inline (`deadline`, `seq`, slot: 24 bytes), so sifting compares
-//!   without touching the entries.
+//!   keys inline (`deadline`, `seq`, slot: 16 bytes, so four siblings
+//!   span 64 bytes), so sifting compares without touching the entries.
 //! * **A sift down selects, it does not branch**: which of four children
 //!   is earliest is a coin toss, so it is found by selects (no mispredicted
 //!   branch), and the children of all four are prefetched, since the CPU no
@@ -33,7 +35,7 @@ const ARITY: usize = 4;
 #[derive(Clone, Copy, Debug)]
 struct Item {
     deadline: Nanos,
-    seq: u64,
+    seq: u32,
     slot: u32,
 }
 
@@ -63,7 +65,9 @@ pub(crate) struct IndexedHeap<T> {
     /// writes hit the cache, where a write into the slab's entries would
     /// first load a random line of it.
     positions: Vec<u32>,
-    next_seq: u64,
+    /// The `seq` of the next insert; never `u32::MAX` once an insert
+    /// took it (see [`renumber`](Self::renumber)).
+    next_seq: u32,
 }
 
 impl<T> Default for IndexedHeap<T> {
@@ -124,19 +128,21 @@ impl<T> IndexedHeap<T> {
     }
 
     /// Asks for the children of the four items from `first` (sixteen
-    /// items, seven cache lines), one of which the next level of a sift
+    /// items, four or five cache lines), one of which the next level of a sift
     /// reads: without it, the select below would make each level wait for
     /// memory in turn (a branch lets the CPU guess the winner and load its
     /// children early; a select does not).
     ///
-    /// One prefetch per second item, 48 bytes apart, and one for the last:
-    /// an item left out starts in the line of the prefetched item after
-    /// it, so every line an item starts in is asked for.
+    /// One prefetch per cache line's worth of items (64 bytes apart), and
+    /// one for the last: an item left out starts in the line of a
+    /// prefetched item before or after it, so every line an item starts in
+    /// is asked for.
     #[inline]
     fn prefetch_grandchildren(&self, first: usize) {
+        const ITEMS_PER_LINE: usize = 64 / std::mem::size_of::<Item>();
         let from = first * ARITY + 1;
         let last = from + ARITY * ARITY - 1;
-        for index in (from..last).step_by(2) {
+        for index in (from..last).step_by(ITEMS_PER_LINE) {
             super::prefetch(&self.heap, index);
         }
         super::prefetch(&self.heap, last);
@@ -173,6 +179,21 @@ impl<T> IndexedHeap<T> {
         })
     }
 
+    /// Gives the items the sequence numbers `0..len` in their order, so
+    /// that `seq` does not wrap (it would put a later insert before an
+    /// earlier one with the same deadline). A sorted array is a heap, so
+    /// the heap stays valid; sorting in place allocates nothing.
+    #[cold]
+    fn renumber(&mut self) {
+        self.heap.sort_unstable_by_key(Item::key);
+        for pos in 0..self.heap.len() {
+            let mut item = self.heap[pos];
+            item.seq = pos as u32;
+            self.place(pos, item);
+        }
+        self.next_seq = self.heap.len() as u32;
+    }
+
     /// Removes the item at `pos` from the heap array (its entry is already
     /// out of the slab).
     fn remove_at(&mut self, pos: usize) {
@@ -197,6 +218,9 @@ impl<T> DelayQueue<T> for IndexedHeap<T> {
         let key = self.slab.insert(value);
         if self.positions.len() < self.slab.slot_count() {
             self.positions.resize(self.slab.slot_count(), 0);
+        }
+        if self.next_seq == u32::MAX {
+            self.renumber();
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -295,6 +319,31 @@ mod tests {
             assert!(d >= last);
             last = d;
         }
+    }
+
+    #[test]
+    fn an_item_is_sixteen_bytes() {
+        assert_eq!(std::mem::size_of::<Item>(), 16);
+    }
+
+    #[test]
+    fn insertion_order_among_equal_deadlines_survives_the_renumbering() {
+        let mut q = IndexedHeap::default();
+        // Entries from before the renumbering, due at 10 and 20.
+        for i in 0..6u64 {
+            q.insert(0, 10 + (i % 2) * 10, i);
+        }
+        let early = q.insert(0, 5, 100);
+        q.next_seq = u32::MAX - 3;
+        // Three inserts with the last sequence numbers, then the ones
+        // after the renumbering, all due at 10 or 20 like the first.
+        for i in 6..12u64 {
+            q.insert(0, 10 + (i % 2) * 10, i);
+        }
+        assert!(q.next_seq < 100, "renumbered: next seq {}", q.next_seq);
+        assert_eq!(q.remove(early), Some(100), "keys stay valid");
+        let order: Vec<u64> = std::iter::from_fn(|| q.pop_due(100).map(|(_, v)| v)).collect();
+        assert_eq!(order, [0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 11]);
     }
 
     #[test]
