@@ -83,7 +83,7 @@ fn invalid_wheel_settings_are_errors() {
 }
 
 #[test]
-fn a_timer_spin_past_the_limit_is_an_error_and_any_other_runs_tasks_on_time() {
+fn a_timer_spin_past_the_limit_is_an_error_and_with_any_other_no_task_runs_early() {
     let build = |spin| {
         ScheduledExecutor::builder()
             .worker_threads(1)
