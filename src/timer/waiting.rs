@@ -4,7 +4,7 @@
 //! # Why it does not just sleep until the deadline
 //!
 //! A timed sleep ends late. Linux adds the thread's *timer slack* (50 µs by
-//! default) to every timed wait, to batch wake-ups; and even with the slack
+//! default; a thread inherits its creator's) to every timed wait, to batch wake-ups; and even with the slack
 //! at 1 µs, a thread woken from a timed sleep on an idle core of a virtual
 //! machine runs 27–31 µs after its deadline at the median and 80–86 µs at
 //! the 99th percentile (measured on the 2-core VM these figures come from,
@@ -36,7 +36,14 @@
 //! deadlines dense, and a tight slack would only wake the timer thread for
 //! ever smaller batches: measured with 10,000 periodic tasks (`periodic`),
 //! it cost ~50% more CPU and a worse p99, so there the timer thread keeps
-//! the default slack and never spins.
+//! the slack it was started with and never spins.
+//!
+//! That slack is the one the thread inherited from the thread that built
+//! the pool: Linux's 50 µs, or whatever the process chose (systemd's
+//! `TimerSlackNSec=`, a `prctl` before `build()`). Going back to it after a
+//! tight spell asks Linux for the thread's *default* slack (a `prctl` with
+//! 0), which is that inherited value, so the timer thread never overrides
+//! a slack the process set.
 
 use super::Nanos;
 
@@ -60,16 +67,19 @@ pub(super) enum Wait {
 /// The timer slack: how late Linux may end a timed wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Slack {
-    /// Linux's default, 50 µs.
-    Default,
+    /// The slack the thread was started with (inherited from its creator:
+    /// 50 µs unless the process chose another).
+    Inherited,
     /// 1 µs, with few timers.
     Tight,
 }
 
 impl Slack {
-    fn nanos(self) -> u64 {
+    /// The argument of `PR_SET_TIMERSLACK` that sets it: 0 asks for the
+    /// thread's default slack, which is the one it inherited.
+    fn prctl_nanos(self) -> u64 {
         match self {
-            Slack::Default => 50_000,
+            Slack::Inherited => 0,
             Slack::Tight => 1_000,
         }
     }
@@ -82,7 +92,7 @@ impl Slack {
 pub(super) struct Waiting {
     /// The spin window (0: never spin).
     spin: Nanos,
-    /// The slack the thread has now.
+    /// The slack the thread has now (it starts with the inherited one).
     slack: Slack,
     /// The deadline of the long wait it woke early for (or is spinning
     /// towards), if any.
@@ -95,7 +105,7 @@ impl Waiting {
     pub(super) fn new(spin: Nanos) -> Self {
         Waiting {
             spin,
-            slack: Slack::Default,
+            slack: Slack::Inherited,
             finishing: None,
         }
     }
@@ -113,7 +123,7 @@ impl Waiting {
         worker_sleeps: impl FnOnce() -> bool,
     ) -> Wait {
         let few = held <= FEW_TIMERS;
-        self.set_slack(if few { Slack::Tight } else { Slack::Default });
+        self.set_slack(if few { Slack::Tight } else { Slack::Inherited });
         // Whether it already woke early for this very deadline.
         let finishing = self.finishing.take().is_some_and(|d| Some(d) == next);
         let Some(due) = next else {
@@ -145,12 +155,13 @@ impl Waiting {
     fn set_slack(&mut self, wanted: Slack) {
         if wanted != self.slack {
             self.slack = wanted;
-            set_timer_slack(wanted.nanos());
+            set_timer_slack(wanted.prctl_nanos());
         }
     }
 }
 
-/// Sets the calling thread's timer slack (Linux; elsewhere nothing).
+/// Sets the calling thread's timer slack, or with 0 resets it to the
+/// thread's default (Linux; elsewhere nothing).
 fn set_timer_slack(nanos: u64) {
     #[cfg(all(target_os = "linux", not(loom)))]
     // SAFETY: PR_SET_TIMERSLACK takes one integer argument and only changes
@@ -299,6 +310,42 @@ mod tests {
         waiting.plan(None, FEW_TIMERS, || 0, || true);
         assert_eq!(waiting.slack, Slack::Tight);
         waiting.plan(None, FEW_TIMERS + 1, || 0, || true);
-        assert_eq!(waiting.slack, Slack::Default);
+        assert_eq!(waiting.slack, Slack::Inherited);
+    }
+
+    /// The calling thread's timer slack in nanoseconds.
+    #[cfg(target_os = "linux")]
+    fn timer_slack() -> u64 {
+        // SAFETY: PR_GET_TIMERSLACK takes no argument and returns the
+        // calling thread's slack; no memory is passed.
+        let slack = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
+        u64::try_from(slack).expect("PR_GET_TIMERSLACK succeeds")
+    }
+
+    /// A process that chose its own slack keeps it: after a tight spell the
+    /// thread goes back to the slack it inherited, not to Linux's 50 µs.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn after_a_tight_spell_the_slack_is_the_inherited_one_again() {
+        const CHOSEN: u64 = 300_000;
+        let in_timer_thread = std::thread::spawn(|| {
+            set_timer_slack(CHOSEN);
+            // A thread started from here inherits CHOSEN, as a timer thread
+            // does from the thread that builds the pool.
+            std::thread::spawn(|| {
+                let started_with = timer_slack();
+                let mut waiting = Waiting::new(SPIN);
+                waiting.plan(Some(1_000), FEW_TIMERS + 1, || 0, || true);
+                let with_many = timer_slack();
+                waiting.plan(Some(1_000), 1, || 0, || true);
+                let with_few = timer_slack();
+                waiting.plan(Some(1_000), FEW_TIMERS + 1, || 0, || true);
+                (started_with, with_many, with_few, timer_slack())
+            })
+            .join()
+            .expect("the inner thread does not panic")
+        });
+        let slacks = in_timer_thread.join().expect("the thread does not panic");
+        assert_eq!(slacks, (CHOSEN, CHOSEN, 1_000, CHOSEN));
     }
 }
