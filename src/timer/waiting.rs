@@ -140,8 +140,8 @@ impl Waiting {
         if !finishing && left < LONG_WAIT * self.spin {
             return Wait::Park(Some(due));
         }
-        // Here it woke early for `due` or the wait is long (more than a
-        // window): within the window only in the first case.
+        // Here it woke early for `due` or the wait is long (at least
+        // `LONG_WAIT` windows): within the window only in the first case.
         self.finishing = Some(due);
         if left <= self.spin {
             Wait::Spin(due)
