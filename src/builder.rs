@@ -2,12 +2,14 @@
 //! the hooks that see threads start and stop and tasks panic.
 
 use std::fmt;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
 use crate::clock::nanos;
 use crate::error::{BuildError, PanicPayload};
 use crate::executor::ScheduledExecutor;
-use crate::pool::{Hooks, Pool};
+use crate::hooks::Hooks;
+use crate::pool::Pool;
 use crate::sync::{thread, Arc};
 use crate::timer::driver::{self, ShutdownPolicy, Timer};
 use crate::timer::TimerQueue;
@@ -91,7 +93,10 @@ impl Builder {
         self
     }
 
-    /// Names worker `i` with `name(i)`.
+    /// Names worker `i` with `name(i)`. It is called for every worker
+    /// before any thread starts, on the thread that calls
+    /// [`build`](Self::build); a name with a NUL byte, or a panic of
+    /// `name`, makes `build` fail with a [`BuildError`] (and start nothing).
     ///
     /// ```
     /// # use chronopool::ScheduledExecutor;
@@ -119,7 +124,8 @@ impl Builder {
     }
 
     /// Runs `hook` on each worker thread when it starts, before it runs any
-    /// task. A panic in the hook is caught; the thread goes on.
+    /// task. A panic in the hook is caught (the default panic hook of `std`
+    /// prints it); the thread goes on.
     pub fn on_thread_start(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
         self.hooks.on_thread_start = Some(Box::new(hook));
         self
@@ -135,7 +141,12 @@ impl Builder {
     /// Calls `hook` with the payload of every task that panics, on the
     /// thread where it panicked, before the task's handle sees the panic.
     /// It sees the panics of every task, also of those submitted with
-    /// `execute` or whose handle was dropped. A panic in the hook is caught.
+    /// `execute` or whose handle was dropped, and the panics of user code
+    /// that no handle reports: the destructor of a closure dropped unrun
+    /// (cancelled, returned by `shutdown_now` and dropped, or discarded at
+    /// shutdown), of an output nobody joined, of a panic payload, and a
+    /// waker's `wake` (see the README's "What user code may do"). A panic
+    /// in the hook itself is caught.
     ///
     /// Whatever the hook, a panicking task never takes its worker down, and
     /// the default panic hook of `std` still prints the panic as usual.
@@ -253,15 +264,16 @@ impl Builder {
             keep_delayed: self.keep_delayed_on_shutdown,
             keep_periodic: self.keep_periodic_on_shutdown,
         };
+        // Every name before any thread starts: a bad one fails the build
+        // with nothing to stop.
+        let names = (0..workers)
+            .map(|index| self.thread_name.of(index))
+            .collect::<Result<Vec<_>, _>>()?;
         let timer = Timer::new(self.timer_queue, policy, self.max_scheduled);
         let (pool, deques) = Pool::new(workers, self.hooks, timer);
         let pool = Arc::new(pool);
         let mut threads = Vec::with_capacity(workers + 1);
-        for (index, local) in deques.into_iter().enumerate() {
-            let name = match &self.thread_name {
-                ThreadName::Prefix(prefix) => format!("{prefix}-{index}"),
-                ThreadName::Fn(name) => name(index),
-            };
+        for ((index, local), name) in deques.into_iter().enumerate().zip(names) {
             let mut builder = thread::Builder::new().name(name);
             if let Some(bytes) = self.stack_size {
                 builder = builder.stack_size(bytes);
@@ -288,6 +300,22 @@ impl Builder {
             Ok(timer) => Ok(ScheduledExecutor::start(pool, threads, timer)),
             Err(err) => Err(abandon(&pool, threads, err)),
         }
+    }
+}
+
+impl ThreadName {
+    /// The name of worker `index`, checked: the builder's `Fn` is user code
+    /// (its panic is caught), and no thread name may hold a NUL byte.
+    fn of(&self, index: usize) -> Result<String, BuildError> {
+        let name = match self {
+            ThreadName::Prefix(prefix) => format!("{prefix}-{index}"),
+            ThreadName::Fn(name) => std::panic::catch_unwind(AssertUnwindSafe(|| name(index)))
+                .map_err(|payload| BuildError::ThreadNamePanicked(PanicPayload::new(payload)))?,
+        };
+        if name.contains('\0') {
+            return Err(BuildError::ThreadName(name));
+        }
+        Ok(name)
     }
 }
 

@@ -6,6 +6,7 @@
 
 use crate::error::{SubmitError, SubmitErrorKind};
 use crate::handle::TaskHandle;
+use crate::pool::Pool;
 use crate::worker;
 
 /// Submits `f` to the executor whose worker thread is calling, into that
@@ -41,7 +42,7 @@ where
     T: Send + 'static,
 {
     worker::with_current(|ctx| match ctx {
-        Some(ctx) => ctx.pool.submit(Some(ctx), f),
+        Some(ctx) => Pool::submit(&ctx.pool, Some(ctx), f),
         None => Err(SubmitError::new(f, SubmitErrorKind::NotOnWorker)),
     })
 }

@@ -63,6 +63,11 @@ impl std::error::Error for TaskError {}
 /// [`message`](PanicPayload::message) gives the text of a `panic!("...")`;
 /// [`into_inner`](PanicPayload::into_inner) gives the raw payload back, for
 /// example to re-raise it with [`std::panic::resume_unwind`].
+///
+/// Dropping a `PanicPayload` never panics: a payload is any value, and if
+/// its destructor panics, that panic is caught (and the payload of that
+/// one dropped the same way). The raw payload from `into_inner` has no such
+/// guard.
 pub struct PanicPayload(Box<Repr>);
 
 /// The two common payloads (`&'static str`, `String`) are kept as text; any
@@ -98,11 +103,21 @@ impl PanicPayload {
     }
 
     /// The payload as `std::panic::catch_unwind` would have returned it.
-    pub fn into_inner(self) -> Box<dyn Any + Send> {
-        match *self.0 {
+    pub fn into_inner(mut self) -> Box<dyn Any + Send> {
+        // What is left behind is dropped by `Drop` with nothing to run.
+        match std::mem::replace(&mut *self.0, Repr::Static("")) {
             Repr::Static(s) => Box::new(s),
             Repr::Owned(s) => Box::new(s),
             Repr::Other(m) => m.into_inner(),
+        }
+    }
+}
+
+impl Drop for PanicPayload {
+    fn drop(&mut self) {
+        if let Repr::Other(m) = &mut *self.0 {
+            let payload = std::mem::replace(&mut *m.lock(), Box::new(()));
+            crate::unwind::drop_payload(payload);
         }
     }
 }
@@ -274,6 +289,13 @@ pub enum BuildError {
     WheelSlots(usize),
     /// `timer_spin` was more than [`MAX_TIMER_SPIN`](crate::MAX_TIMER_SPIN).
     TimerSpin(Duration),
+    /// A worker thread's name (from [`thread_name`](crate::Builder::thread_name)
+    /// or [`thread_name_fn`](crate::Builder::thread_name_fn)) contained a
+    /// NUL byte, which thread names cannot hold; the name.
+    ThreadName(String),
+    /// [`thread_name_fn`](crate::Builder::thread_name_fn) panicked; the
+    /// payload.
+    ThreadNamePanicked(PanicPayload),
     /// The operating system refused to start a worker thread.
     Spawn(std::io::Error),
 }
@@ -305,6 +327,12 @@ impl fmt::Display for BuildError {
                 "timer_spin must be at most {:?}, got {spin:?}",
                 crate::MAX_TIMER_SPIN
             ),
+            BuildError::ThreadName(name) => {
+                write!(f, "a thread name must not contain a NUL byte, got {name:?}")
+            }
+            BuildError::ThreadNamePanicked(payload) => {
+                write!(f, "thread_name_fn panicked: {payload}")
+            }
             BuildError::Spawn(e) => write!(f, "failed to start a worker thread: {e}"),
         }
     }

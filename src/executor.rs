@@ -13,7 +13,7 @@ use crate::pending::PendingTask;
 use crate::periodic::{MissedRuns, Period};
 use crate::pool::Pool;
 use crate::scheduled::ScheduledHandle;
-use crate::sync::thread::{self, JoinHandle};
+use crate::sync::thread::JoinHandle;
 use crate::sync::{Arc, Mutex, StdArc};
 use crate::worker;
 
@@ -31,11 +31,12 @@ use crate::worker;
 ///   to exit.
 /// * Dropping the **last** handle shuts the pool down gracefully (as
 ///   `shutdown`, except that tasks scheduled to run later and not yet due
-///   are cancelled rather than waited for) and **joins the worker threads**,
-///   so it blocks until the queued tasks have run. If that last handle is
-///   dropped by a task running on one of the pool's own workers, that one
-///   thread is not joined (a thread cannot join itself); it exits after the
-///   task.
+///   are cancelled rather than waited for) and **joins the pool's
+///   threads**, so it blocks until the queued tasks have run. On one of
+///   the pool's own threads (the last handle dropped by a task, with a
+///   closure or an output, by a hook or a waker) it joins nothing, since
+///   that would wait for the calling thread itself: it returns at once, and
+///   the threads exit on their own once the queued tasks have run.
 ///
 /// Work submitted after shutdown is refused with a [`SubmitError`] that gives
 /// the job back; nothing panics.
@@ -66,22 +67,22 @@ struct Inner {
 }
 
 impl Drop for Inner {
+    /// Shuts the pool down and joins its threads, unless this is one of
+    /// them: then a join would wait for this thread itself, directly (its
+    /// own join) or through work that only it can do (a worker waiting for
+    /// the task this thread runs, the timer thread's cancel of the closure
+    /// whose drop this is, which the workers wait for). Its threads are
+    /// then detached; they exit once the shutdown has run its course.
     fn drop(&mut self) {
         self.pool.timer.discard_on_shutdown();
         self.pool.shutdown();
-        let me = thread::current().id();
-        let mut threads = std::mem::take(&mut *self.threads.lock());
-        let timer = threads.pop();
-        let on_a_worker = threads.iter().any(|h| h.thread().id() == me);
-        for handle in threads {
-            if handle.thread().id() != me {
-                let _ = handle.join();
-            }
+        let threads = std::mem::take(&mut *self.threads.lock());
+        if self.pool.is_own_thread() {
+            return;
         }
-        // The timer thread leaves after the last worker; if that is this
-        // thread, it leaves after we return: do not wait for it here.
-        if let Some(timer) = timer.filter(|_| !on_a_worker) {
-            let _ = timer.join();
+        // The workers first: the timer thread leaves after the last one.
+        for handle in threads {
+            let _ = handle.join();
         }
     }
 }
@@ -131,7 +132,7 @@ impl ScheduledExecutor {
         T: Send + 'static,
     {
         let pool = self.pool();
-        worker::with_current(|ctx| pool.submit(ctx.filter(|ctx| ctx.belongs_to(pool)), f))
+        worker::with_current(|ctx| Pool::submit(pool, ctx.filter(|ctx| ctx.belongs_to(pool)), f))
     }
 
     /// Runs `f` on a worker, without a handle (fire and forget). A panic of
@@ -360,10 +361,29 @@ impl ScheduledExecutor {
     /// until `timeout` has passed. Returns true if the executor terminated.
     ///
     /// Without a shutdown the workers never exit, so this waits the whole
-    /// `timeout` and returns false; called from one of the pool's own
-    /// workers it cannot succeed either (that worker is still running).
+    /// `timeout` and returns false. Called on one of the pool's own threads
+    /// (from a task, a hook, or a destructor the pool runs) it can never
+    /// succeed, since the calling thread is part of what it would wait for:
+    /// it returns false at once, whatever the `timeout`.
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let p = pool.clone();
+    /// let waited = pool.submit(move || p.await_termination(Duration::MAX))?;
+    /// assert!(!waited.join()?, "a worker cannot wait for itself to exit");
+    /// pool.shutdown();
+    /// assert!(pool.await_termination(Duration::from_secs(5)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn await_termination(&self, timeout: Duration) -> bool {
-        self.pool().lifecycle.await_termination(timeout)
+        let pool = self.pool();
+        if pool.is_own_thread() {
+            return false;
+        }
+        pool.lifecycle.await_termination(timeout)
     }
 
     /// True after [`shutdown`](Self::shutdown) or

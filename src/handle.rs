@@ -7,7 +7,8 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use crate::error::{JoinTimeoutError, TaskError};
-use crate::sync::StdArc;
+use crate::pool::Pool;
+use crate::sync::{Arc, StdArc};
 use crate::task::Joinable;
 use crate::worker;
 
@@ -16,6 +17,8 @@ use crate::worker;
 ///
 /// Dropping a handle *detaches* the task: it still runs, its result is
 /// dropped, and a panic of it still reaches the executor's `on_panic` hook.
+/// A panic of the result's destructor goes to that hook too, whichever
+/// thread drops it last (the worker, or the thread dropping the handle).
 ///
 /// ```
 /// use chronopool::ScheduledExecutor;
@@ -43,11 +46,22 @@ use crate::worker;
 pub struct TaskHandle<T> {
     /// `None` once the output was taken by a poll that returned `Ready`.
     task: Option<StdArc<dyn Joinable<T>>>,
+    /// Where the panics of the task's user code go (its closure dropped by
+    /// `cancel`, its output dropped with the handle, a waker), and the
+    /// timer a scheduled task's cancel is counted with.
+    pool: Arc<Pool>,
 }
 
 impl<T> TaskHandle<T> {
-    pub(crate) fn new(task: StdArc<dyn Joinable<T>>) -> Self {
-        TaskHandle { task: Some(task) }
+    pub(crate) fn new(task: StdArc<dyn Joinable<T>>, pool: Arc<Pool>) -> Self {
+        TaskHandle {
+            task: Some(task),
+            pool,
+        }
+    }
+
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
     }
 
     /// When the task is (next) due, for a scheduled task that has not
@@ -116,10 +130,13 @@ impl<T> TaskHandle<T> {
     /// [`join`](Self::join) returns [`TaskError::Cancelled`]. A task that
     /// is running or finished is not affected (false).
     ///
-    /// If dropping the closure panics, the panic propagates from here (the
-    /// task is cancelled all the same).
+    /// If dropping the closure panics, the panic goes to the executor's
+    /// [`on_panic`](crate::Builder::on_panic) hook; it does not unwind from
+    /// here, and the task is cancelled all the same.
     pub fn cancel(&self) -> bool {
-        self.task.as_ref().is_some_and(|task| task.cancel())
+        self.task
+            .as_ref()
+            .is_some_and(|task| task.cancel(&self.pool))
     }
 
     /// True once the task returned, panicked or was cancelled.
@@ -140,17 +157,38 @@ impl<T> TaskHandle<T> {
 impl<T> Future for TaskHandle<T> {
     type Output = Result<T, TaskError>;
 
+    /// A panic of the waker's destructor (a waker this poll replaces) goes
+    /// to the executor's `on_panic` hook; a panic of its `clone` unwinds
+    /// from here, and the handle can be polled again.
+    ///
     /// # Panics
     ///
     /// If polled again after it returned `Poll::Ready`.
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let header = self.task().header();
-        if !header.is_final() && header.register(cx.waker()) {
-            return Poll::Pending;
+        if !header.is_final() {
+            let registration = header.register(cx.waker());
+            self.pool.hooks().drop_reporting(registration.stale);
+            if registration.registered {
+                return Poll::Pending;
+            }
         }
         let output = self.task().take_output();
-        self.task = None;
+        if let Some(task) = self.task.take() {
+            self.pool.hooks().drop_reporting(task);
+        }
         Poll::Ready(output)
+    }
+}
+
+impl<T> Drop for TaskHandle<T> {
+    /// Detaches the task; if this was the last reference to a finished
+    /// task, its output is dropped here, and a panic of its destructor goes
+    /// to the `on_panic` hook.
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            self.pool.hooks().drop_reporting(task);
+        }
     }
 }
 

@@ -9,17 +9,23 @@
 //! value, and every task reference) is stored *inline*: no allocation at
 //! all. A larger one is boxed and the word holds the box.
 //!
-//! Dropping a `Job` that did not run cancels its task, if it has one, so a
-//! handle never waits for a task that can no longer run.
+//! A job that will not run is [cancelled](Job::cancel): its closure is
+//! dropped and its task, if it has one, cancelled, so a handle never waits
+//! for a task that can no longer run; a panic of that user code goes to the
+//! pool's `on_panic` hook. Every path of the pool that gives up a job does
+//! that; a job dropped anyway (`Drop`, the last resort) cancels its task
+//! the same way with nobody to report to.
 
-use std::any::{Any, TypeId};
+use std::any::TypeId;
 use std::mem::{self, ManuallyDrop, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use crate::error::PanicPayload;
+use crate::hooks::Hooks;
 use crate::pool::Pool;
 use crate::sync::StdArc;
+use crate::unwind::ignore_panic;
 
 /// What running a job did, for the worker's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,8 +55,8 @@ unsafe impl Send for Job {}
 struct VTable {
     /// Takes the value out of the slot and runs it.
     run: unsafe fn(&mut Slot, &Pool) -> RunOutcome,
-    /// Takes the value out of the slot and drops it.
-    drop: unsafe fn(&mut Slot),
+    /// Takes the value out of the slot and cancels it.
+    cancel: unsafe fn(&mut Slot, &Hooks),
     /// The `TypeId` of `U`.
     type_id: fn() -> TypeId,
 }
@@ -94,10 +100,10 @@ struct VTableOf<U>(std::marker::PhantomData<U>);
 
 impl<U: Unit> VTableOf<U> {
     const VTABLE: VTable = VTable {
-        // SAFETY (of both): `Job` calls these once, on the slot that
-        // `Job::new::<U>` filled, and never touches the slot afterwards.
+        // SAFETY (of both): `Job` calls one of these once, on the slot
+        // that `Job::new::<U>` filled, and never touches the slot afterwards.
         run: |slot, pool| unsafe { take::<U>(slot) }.run(pool),
-        drop: |slot| drop(unsafe { take::<U>(slot) }),
+        cancel: |slot, hooks| unsafe { take::<U>(slot) }.cancel(hooks),
         type_id: TypeId::of::<U>,
     };
 }
@@ -144,16 +150,26 @@ impl Job {
         // `this` is never dropped, so the value is taken exactly once.
         unsafe { (this.vtable.run)(&mut this.slot, pool) }
     }
+
+    /// Gives the job up unrun: drops its closure and cancels its task, if
+    /// it has one. A panic of that user code (the closure's destructor, the
+    /// task's waker) is reported through `hooks`, never unwound.
+    pub(crate) fn cancel(self, hooks: &Hooks) {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: as in `run`.
+        unsafe { (this.vtable.cancel)(&mut this.slot, hooks) }
+    }
 }
 
 impl Drop for Job {
-    /// A job dropped unrun: its closure is dropped and its task cancelled.
+    /// The last resort, for a job dropped where no pool is at hand: it is
+    /// cancelled as by [`Job::cancel`], and a panic of user code is caught
+    /// with nobody to report it to.
     fn drop(&mut self) {
-        let (drop_unit, slot) = (self.vtable.drop, &mut self.slot);
+        let (cancel, slot) = (self.vtable.cancel, &mut self.slot);
         // SAFETY: as in `run`: made together, taken once (this is the last
-        // use of the job). A panic from a closure's destructor has nobody
-        // to go to here (and may happen while unwinding): it is swallowed.
-        let _ = catch_unwind(AssertUnwindSafe(|| unsafe { drop_unit(slot) }));
+        // use of the job).
+        ignore_panic(|| unsafe { cancel(slot, &Hooks::NONE) });
     }
 }
 
@@ -163,11 +179,13 @@ impl std::fmt::Debug for Job {
     }
 }
 
-/// What a job can hold. Dropping one unrun cancels its task, if it has one
-/// (`TaskRef`'s `Drop`).
+/// What a job can hold.
 trait Unit: Send + 'static {
     /// Runs it (see [`Job::run`]).
     fn run(self, pool: &Pool) -> RunOutcome;
+
+    /// Gives it up unrun (see [`Job::cancel`]).
+    fn cancel(self, hooks: &Hooks);
 }
 
 /// A closure from `execute`.
@@ -179,10 +197,14 @@ impl<F: FnOnce() + Send + 'static> Unit for Detached<F> {
         match catch_unwind(AssertUnwindSafe(self.0)) {
             Ok(()) => RunOutcome::Completed,
             Err(payload) => {
-                report_and_drop(payload, pool);
+                pool.hooks().report(PanicPayload::new(payload));
                 RunOutcome::Panicked
             }
         }
+    }
+
+    fn cancel(self, hooks: &Hooks) {
+        hooks.drop_reporting(self.0);
     }
 }
 
@@ -193,8 +215,9 @@ pub(crate) trait Runnable: Send + Sync + 'static {
     /// it was cancelled.
     fn run(this: &StdArc<Self>, pool: &Pool) -> RunOutcome;
 
-    /// Cancels the task if it has not started (its job is dropped unrun).
-    fn abandon(&self);
+    /// Cancels the task if it has not started (its job is given up unrun),
+    /// reporting panics of its user code through `hooks`.
+    fn abandon(&self, hooks: &Hooks);
 }
 
 /// A task with a handle: the queue's reference to its cell (`None` once
@@ -208,34 +231,28 @@ impl<C: Runnable> Unit for TaskRef<C> {
             return RunOutcome::Skipped;
         };
         let outcome = C::run(&cell, pool);
-        // If the handle is gone, this drops the task's output.
-        match catch_unwind(AssertUnwindSafe(|| drop(cell))) {
-            Ok(()) => outcome,
-            Err(payload) => {
-                report_and_drop(payload, pool);
-                RunOutcome::Panicked
-            }
+        // If the handle is gone, this drops the task's output: a panic of
+        // its destructor goes to the hook (the task's own outcome stands).
+        pool.hooks().drop_reporting(cell);
+        outcome
+    }
+
+    fn cancel(mut self, hooks: &Hooks) {
+        if let Some(cell) = self.0.take() {
+            cell.abandon(hooks);
+            hooks.drop_reporting(cell);
         }
     }
 }
 
 impl<C: Runnable> Drop for TaskRef<C> {
-    /// A task whose job is dropped unrun is cancelled; after a run this
-    /// finds the task final and does nothing.
+    /// A `TaskRef` is consumed by `run` or `cancel`; one dropped otherwise
+    /// (only while unwinding out of them) still cancels its task.
     fn drop(&mut self) {
-        if let Some(cell) = &self.0 {
-            cell.abandon();
+        if let Some(cell) = self.0.take() {
+            cell.abandon(&Hooks::NONE);
         }
     }
-}
-
-/// Reports a caught panic, then drops its payload (whose own destructor
-/// may panic too: that is swallowed).
-#[cold]
-fn report_and_drop(payload: Box<dyn Any + Send>, pool: &Pool) {
-    let payload = PanicPayload::new(payload);
-    pool.report_panic(&payload);
-    let _ = catch_unwind(AssertUnwindSafe(|| drop(payload)));
 }
 
 #[cfg(all(test, not(loom)))]
@@ -246,7 +263,7 @@ mod tests {
 
     /// A pool with no threads, whose `on_panic` hook calls `hook`.
     fn pool_with_hook(hook: impl Fn(&PanicPayload) + Send + Sync + 'static) -> Pool {
-        let hooks = crate::pool::Hooks {
+        let hooks = Hooks {
             on_panic: Some(Box::new(hook)),
             ..Default::default()
         };

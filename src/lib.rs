@@ -99,6 +99,7 @@ mod current;
 mod error;
 mod executor;
 mod handle;
+mod hooks;
 mod job;
 mod lifecycle;
 #[cfg(all(test, loom))]
@@ -114,6 +115,7 @@ mod sleep;
 mod sync;
 mod task;
 mod timer;
+mod unwind;
 mod worker;
 
 pub use builder::{Builder, MAX_TIMER_SPIN, MAX_WORKER_THREADS};

@@ -13,8 +13,9 @@ use std::sync::Once;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
+use crate::hooks::Hooks;
 use crate::job::Job;
-use crate::pool::{Hooks, Pool};
+use crate::pool::Pool;
 use crate::sync::deque::Worker;
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Ordering};

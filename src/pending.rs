@@ -15,6 +15,9 @@ use crate::sync::Arc;
 /// Run it on the calling thread with [`run`](PendingTask::run), or drop it:
 /// a dropped task is cancelled, and its handle (if it was submitted with
 /// `submit`) resolves to [`TaskError::Cancelled`](crate::TaskError::Cancelled).
+/// Its closure is dropped then; a panic of the closure's destructor goes to
+/// the executor's [`on_panic`](crate::Builder::on_panic) hook and does not
+/// unwind into the caller.
 ///
 /// ```
 /// use chronopool::ScheduledExecutor;
@@ -38,20 +41,35 @@ use crate::sync::Arc;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct PendingTask {
-    job: Job,
+    /// `None` once it ran.
+    job: Option<Job>,
     pool: Arc<Pool>,
 }
 
 impl PendingTask {
     pub(crate) fn new(job: Job, pool: Arc<Pool>) -> Self {
-        PendingTask { job, pool }
+        PendingTask {
+            job: Some(job),
+            pool,
+        }
     }
 
     /// Runs the task on the calling thread. Its result goes to its handle;
     /// a panic is caught and reported as on a worker: to the handle and to
     /// the executor's `on_panic` hook (it does not unwind into the caller).
-    pub fn run(self) {
-        self.job.run(&self.pool);
+    pub fn run(mut self) {
+        if let Some(job) = self.job.take() {
+            job.run(&self.pool);
+        }
+    }
+}
+
+impl Drop for PendingTask {
+    /// Cancels the task (see the type's doc).
+    fn drop(&mut self) {
+        if let Some(job) = self.job.take() {
+            job.cancel(self.pool.hooks());
+        }
     }
 }
 

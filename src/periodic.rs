@@ -20,10 +20,15 @@
 //!   closure, and moves RUNNING -> COMPLETE (the handle reports the panic).
 //! * `deadline` is written only by the runner (before the reset that
 //!   publishes it) and at creation; the timer and the handle read it.
+//! * The closure is dropped when the task ends (cancelled, panicked, or
+//!   stopped by a shutdown), through the pool's hooks: a panic of its
+//!   captures' destructors goes to `on_panic` and changes nothing else (the
+//!   handle still reports how the task ended).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::error::{PanicPayload, TaskError};
+use crate::hooks::Hooks;
 use crate::job::{Job, RunOutcome, Runnable};
 use crate::pool::Pool;
 use crate::sync::cell::UnsafeCell;
@@ -175,18 +180,37 @@ impl<F: FnMut() + Send + 'static> PeriodicTask<F> {
     }
 
     /// Drops the closure. Only its owner (module doc) calls this.
-    fn drop_job(&self) {
+    fn drop_job(&self, hooks: &Hooks) {
         // SAFETY: the caller holds RUNNING or won SCHEDULED -> CANCELLED,
         // which makes it the only thread touching `job`.
         let job = self.job.with_mut(|job| unsafe { (*job).take() });
-        // A panicking destructor must not leave the task unfinished.
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(job)));
+        hooks.drop_reporting(job);
     }
 
     /// Ends the task after a run: no further run.
-    fn stop_after_run(&self) {
-        self.drop_job();
-        self.header.finish_cancelled();
+    fn stop_after_run(&self, hooks: &Hooks) {
+        self.drop_job(hooks);
+        if let Some(waker) = self.header.finish_cancelled() {
+            hooks.wake(waker);
+        }
+    }
+
+    /// Ends a task that `cancel_periodic` stopped between runs: `counted`
+    /// (the bookkeeping), then the closure is dropped and the waiter woken.
+    /// True if it was stopped or is stopping (a run in progress).
+    fn cancel_then(&self, hooks: &Hooks, counted: impl FnOnce()) -> bool {
+        match self.header.cancel_periodic() {
+            PeriodicCancel::Stopped { wake } => {
+                counted();
+                self.drop_job(hooks);
+                if let Some(waker) = wake.then(|| self.header.take_waiter()).flatten() {
+                    hooks.wake(waker);
+                }
+                true
+            }
+            PeriodicCancel::Requested => true,
+            PeriodicCancel::Lost => false,
+        }
     }
 
     /// Runs the closure once (the caller holds RUNNING).
@@ -209,38 +233,40 @@ impl<F: FnMut() + Send + 'static> Runnable for PeriodicTask<F> {
         if this.header.leave_scheduled(RUNNING).is_none() {
             return RunOutcome::Skipped;
         }
+        let hooks = pool.hooks();
         if let Err(payload) = this.run_once() {
             let payload = PanicPayload::new(payload);
-            pool.report_panic(&payload);
-            this.drop_job();
+            hooks.show_panic(&payload);
+            this.drop_job(hooks);
             // SAFETY: we hold RUNNING: nobody reads `panic` until COMPLETE.
             this.panic.with_mut(|slot| unsafe { *slot = Some(payload) });
-            this.header.complete();
+            if let Some(waker) = this.header.complete() {
+                hooks.wake(waker);
+            }
             return RunOutcome::Panicked;
         }
         let due = this.deadline.load(Ordering::Relaxed);
         let next = this.period.next(due, || pool.timer.clock.now());
         this.deadline.store(next, Ordering::Relaxed);
-        if !pool.rearm_admitted() {
-            this.stop_after_run();
-        } else {
-            if this.header.try_reset() {
+        // The closure is dropped (user code) only after the re-arm's
+        // admission has ended: `shutdown_now` waits for admitted re-arms,
+        // so a destructor that calls it must not run inside one.
+        let rearmed = pool.rearm_admitted() && {
+            let reset = this.header.try_reset();
+            if reset {
                 pool.timer.reinsert(this.clone());
-            } else {
-                this.stop_after_run();
             }
             pool.rearm_done();
+            reset
+        };
+        if !rearmed {
+            this.stop_after_run(hooks);
         }
         RunOutcome::Completed
     }
 
-    fn abandon(&self) {
-        if let PeriodicCancel::Stopped { wake } = self.header.cancel_periodic() {
-            self.drop_job();
-            if wake {
-                self.header.wake_waiter();
-            }
-        }
+    fn abandon(&self, hooks: &Hooks) {
+        self.cancel_then(hooks, || ());
     }
 }
 
@@ -249,18 +275,11 @@ impl<F: FnMut() + Send + 'static> Joinable<()> for PeriodicTask<F> {
         &self.header
     }
 
-    fn cancel(&self) -> bool {
-        match self.header.cancel_periodic() {
-            PeriodicCancel::Stopped { wake } => {
-                self.drop_job();
-                if wake {
-                    self.header.wake_waiter();
-                }
-                true
-            }
-            PeriodicCancel::Requested => true,
-            PeriodicCancel::Lost => false,
-        }
+    /// A task stopped between runs leaves a dead entry in the timer: the
+    /// cancel is counted there (module doc of `timer::driver`); a run in
+    /// progress ends the task itself and re-arms nothing.
+    fn cancel(&self, pool: &Pool) -> bool {
+        self.cancel_then(pool.hooks(), || pool.timer.note_cancelled())
     }
 
     fn take_output(&self) -> Result<(), TaskError> {
@@ -448,7 +467,7 @@ mod loom_model {
                     }
                 })
             };
-            let cancelled = Joinable::cancel(&*cell);
+            let cancelled = Joinable::cancel(&*cell, &pool);
             if cancelled {
                 shared.cancelled.store(true, Ordering::SeqCst);
             }

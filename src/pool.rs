@@ -27,11 +27,21 @@
 //!   unless it was taken, and then everything older was taken too) and
 //!   rejects it; or it gets nothing, because a worker or the drain took the
 //!   job, which is then accepted: it runs, or `shutdown_now` returns it.
+//!
+//! # The pool's own threads
+//!
+//! Its workers and its timer thread mark themselves in a thread-local
+//! ([`Pool::is_own_thread`]) for as long as they run, so that what cannot
+//! succeed on them is refused at once instead of waiting for the calling
+//! thread itself: `await_termination`, and the join of the threads when the
+//! last executor handle is dropped there (see `executor.rs`).
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::cell::Cell;
+use std::ptr;
 
-use crate::error::{PanicPayload, SubmitError, SubmitErrorKind};
+use crate::error::{SubmitError, SubmitErrorKind};
 use crate::handle::TaskHandle;
+use crate::hooks::Hooks;
 use crate::job::Job;
 use crate::lifecycle::Lifecycle;
 use crate::metrics::{Metrics, WorkerStats};
@@ -45,34 +55,20 @@ use crate::timer::driver::Timer;
 use crate::timer::Nanos;
 use crate::worker::WorkerContext;
 
-/// A hook that sees every task panic.
-pub(crate) type PanicHook = dyn Fn(&PanicPayload) + Send + Sync;
-/// A hook run on each worker thread as it starts or stops.
-pub(crate) type ThreadHook = dyn Fn() + Send + Sync;
-
-/// The user's callbacks.
-#[derive(Default)]
-pub(crate) struct Hooks {
-    pub(crate) on_panic: Option<Box<PanicHook>>,
-    pub(crate) on_thread_start: Option<Box<ThreadHook>>,
-    pub(crate) on_thread_stop: Option<Box<ThreadHook>>,
+crate::sync::thread_local! {
+    /// The pool whose worker or timer thread this is, or null (see the
+    /// module doc). Only ever compared, never dereferenced.
+    static OWN_POOL: Cell<*const Pool> = const { Cell::new(ptr::null()) };
 }
 
-impl std::fmt::Debug for Hooks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hooks")
-            .field("on_panic", &self.on_panic.is_some())
-            .field("on_thread_start", &self.on_thread_start.is_some())
-            .field("on_thread_stop", &self.on_thread_stop.is_some())
-            .finish()
-    }
-}
+/// Marks the calling thread as one of a pool's own threads until dropped
+/// (see [`Pool::own_thread`]).
+#[derive(Debug)]
+pub(crate) struct OwnThread(());
 
-/// Runs a user hook; a panic in it is caught (the default panic hook has
-/// already printed it) so that it cannot take a worker down.
-fn call_hook(hook: &Option<Box<ThreadHook>>) {
-    if let Some(hook) = hook {
-        let _ = catch_unwind(AssertUnwindSafe(hook));
+impl Drop for OwnThread {
+    fn drop(&mut self) {
+        OWN_POOL.with(|own| own.set(ptr::null()));
     }
 }
 
@@ -109,6 +105,25 @@ impl Pool {
         self.stealers.len()
     }
 
+    /// The user's hooks, through which every panic of user code that has
+    /// no handle to go to is reported (see `hooks.rs`).
+    pub(crate) fn hooks(&self) -> &Hooks {
+        &self.hooks
+    }
+
+    /// Marks the calling thread, a worker or the timer thread of this pool,
+    /// as one of its own until the guard is dropped.
+    pub(crate) fn own_thread(&self) -> OwnThread {
+        OWN_POOL.with(|own| own.set(self));
+        OwnThread(())
+    }
+
+    /// True if the calling thread is a worker or the timer thread of this
+    /// pool.
+    pub(crate) fn is_own_thread(&self) -> bool {
+        OWN_POOL.with(|own| ptr::eq(own.get(), self))
+    }
+
     pub(crate) fn stats(&self, index: usize) -> &WorkerStats {
         &self.stats[index]
     }
@@ -116,7 +131,7 @@ impl Pool {
     /// Queues `f` as a task with a handle. `worker` is the calling
     /// thread's worker context if it is a worker of this pool.
     pub(crate) fn submit<F, T>(
-        &self,
+        pool: &Arc<Self>,
         worker: Option<&WorkerContext>,
         f: F,
     ) -> Result<TaskHandle<T>, SubmitError<F>>
@@ -125,13 +140,13 @@ impl Pool {
         T: Send + 'static,
     {
         let cell = StdArc::new(TaskCell::new(f));
-        match self.push(worker, Job::task(StdArc::clone(&cell))) {
-            Ok(()) => Ok(TaskHandle::new(cell)),
+        match pool.push(worker, Job::task(StdArc::clone(&cell))) {
+            Ok(()) => Ok(TaskHandle::new(cell, Arc::clone(pool))),
             Err(job) => {
-                // Take the closure back before the refused job is dropped
-                // (dropping it would cancel the task and drop the closure).
+                // Take the closure back before the refused job is given up
+                // (that would cancel the task and drop the closure).
                 let f = cell.reclaim();
-                drop(job);
+                job.cancel(pool.hooks());
                 match f {
                     Some(f) => Err(SubmitError::new(f, SubmitErrorKind::Shutdown)),
                     None => unreachable!("a refused task never ran"),
@@ -356,22 +371,6 @@ impl Pool {
         drained
     }
 
-    /// Hands a task's panic to the `on_panic` hook, if any. A panic of the
-    /// hook itself is caught (and was printed by the default panic hook).
-    pub(crate) fn report_panic(&self, payload: &PanicPayload) {
-        if let Some(hook) = &self.hooks.on_panic {
-            let _ = catch_unwind(AssertUnwindSafe(|| hook(payload)));
-        }
-    }
-
-    pub(crate) fn thread_started(&self) {
-        call_hook(&self.hooks.on_thread_start);
-    }
-
-    pub(crate) fn thread_stopping(&self) {
-        call_hook(&self.hooks.on_thread_stop);
-    }
-
     pub(crate) fn metrics(&self) -> Metrics {
         let mut m = Metrics {
             worker_threads: self.workers(),
@@ -386,6 +385,18 @@ impl Pool {
             m.panicked_tasks += stats.panicked();
         }
         m
+    }
+}
+
+impl Drop for Pool {
+    /// Gives up the jobs still queued (none, unless a thread of the pool
+    /// never started), reporting panics of their user code to the hooks.
+    fn drop(&mut self) {
+        let mut left = Vec::new();
+        drain(|| self.injector.steal(), &mut left);
+        for job in left {
+            job.cancel(&self.hooks);
+        }
     }
 }
 
@@ -448,7 +459,7 @@ mod loom_model {
         f: impl FnOnce() -> u32 + Send + 'static,
     ) -> thread::JoinHandle<Option<TaskHandle<u32>>> {
         let pool = Arc::clone(pool);
-        thread::spawn(move || match pool.submit(None, f) {
+        thread::spawn(move || match Pool::submit(&pool, None, f) {
             Ok(handle) => Some(handle),
             Err(refused) => {
                 assert_eq!(refused.kind(), SubmitErrorKind::Shutdown);
@@ -524,16 +535,15 @@ mod loom_model {
             // The parent, queued before the worker starts: it submits the
             // subtask from the worker, to the worker's own deque, and joins
             // it.
-            let parent = pool
-                .submit(None, move || match crate::current::submit(sub) {
-                    Ok(handle) => Some(handle.join()),
-                    Err(refused) => {
-                        assert_eq!(refused.kind(), SubmitErrorKind::Shutdown);
-                        drop(refused.into_inner());
-                        None
-                    }
-                })
-                .expect("the pool is running");
+            let parent = Pool::submit(&pool, None, move || match crate::current::submit(sub) {
+                Ok(handle) => Some(handle.join()),
+                Err(refused) => {
+                    assert_eq!(refused.kind(), SubmitErrorKind::Shutdown);
+                    drop(refused.into_inner());
+                    None
+                }
+            })
+            .expect("the pool is running");
             let workers = spawn_workers(&pool, deques);
             let returned = pool.shutdown_now();
             // Dropping a returned job cancels its task (and ends the

@@ -3,10 +3,12 @@
 //!
 //! A scheduled task is an ordinary task cell (`task.rs`: its state word,
 //! closure, output and waiter) plus its deadline. Cancelling it through the
-//! handle moves its state to CANCELLED (dropping the closure at once) and
-//! counts the cancel with the timer, whose sweeps take the dead entries out
-//! of the delayed work queue (`timer/driver.rs`), so that neither the
-//! closure nor the entry is kept until the deadline.
+//! handle moves its state to CANCELLED, counts the cancel with the timer,
+//! whose sweeps take the dead entries out of the delayed work queue
+//! (`timer/driver.rs`), and drops the closure at once, so that neither the
+//! closure nor the entry is kept until the deadline. The count comes before
+//! the closure's destructor, which is user code: whatever it does, the
+//! cancel is counted.
 
 use std::fmt;
 use std::future::Future;
@@ -16,6 +18,7 @@ use std::time::Duration;
 
 use crate::error::{JoinTimeoutError, TaskError};
 use crate::handle::TaskHandle;
+use crate::hooks::Hooks;
 use crate::job::{Job, RunOutcome, Runnable};
 use crate::pool::Pool;
 use crate::sync::{Arc, StdArc};
@@ -48,11 +51,11 @@ where
     T: Send + 'static,
 {
     fn run(this: &StdArc<Self>, pool: &Pool) -> RunOutcome {
-        this.task.run(pool)
+        this.task.run(pool.hooks())
     }
 
-    fn abandon(&self) {
-        self.task.abandon();
+    fn abandon(&self, hooks: &Hooks) {
+        self.task.abandon(hooks);
     }
 }
 
@@ -65,8 +68,9 @@ where
         self.task.header()
     }
 
-    fn cancel(&self) -> bool {
-        self.task.cancel()
+    fn cancel(&self, pool: &Pool) -> bool {
+        self.task
+            .cancel_then(pool.hooks(), || pool.timer.note_cancelled())
     }
 
     fn take_output(&self) -> Result<T, TaskError> {
@@ -114,7 +118,6 @@ where
 /// ```
 pub struct ScheduledHandle<T> {
     handle: TaskHandle<T>,
-    pool: Arc<Pool>,
 }
 
 impl<T> ScheduledHandle<T> {
@@ -123,8 +126,7 @@ impl<T> ScheduledHandle<T> {
         C: Joinable<T> + TimerEntry,
     {
         ScheduledHandle {
-            handle: TaskHandle::new(cell),
-            pool,
+            handle: TaskHandle::new(cell, pool),
         }
     }
 
@@ -146,10 +148,9 @@ impl<T> ScheduledHandle<T> {
     ///
     /// If the handle was already polled to completion as a `Future`.
     pub fn join_timeout(self, timeout: Duration) -> Result<T, JoinTimeoutError<Self>> {
-        let ScheduledHandle { handle, pool } = self;
-        handle
+        self.handle
             .join_timeout(timeout)
-            .map_err(|e| e.map_handle(|handle| ScheduledHandle { handle, pool }))
+            .map_err(|e| e.map_handle(|handle| ScheduledHandle { handle }))
     }
 
     /// Cancels the task if it has not started: returns true iff this call
@@ -159,14 +160,14 @@ impl<T> ScheduledHandle<T> {
     /// never waits for its deadline), and until then it still counts
     /// towards [`Metrics::scheduled_tasks`](crate::Metrics::scheduled_tasks).
     ///
-    /// If dropping the closure panics, the panic propagates from here (the
-    /// task is cancelled all the same).
+    /// A periodic task that is running when cancelled finishes its run and
+    /// is not run again; this returns true for it too.
+    ///
+    /// If dropping the closure panics, the panic goes to the executor's
+    /// [`on_panic`](crate::Builder::on_panic) hook; it does not unwind from
+    /// here, and the task is cancelled all the same.
     pub fn cancel(&self) -> bool {
-        if !self.handle.cancel() {
-            return false;
-        }
-        self.pool.timer.note_cancelled();
-        true
+        self.handle.cancel()
     }
 
     /// True once the task returned, panicked or was cancelled.
@@ -186,7 +187,7 @@ impl<T> ScheduledHandle<T> {
             return Duration::ZERO;
         }
         match self.handle.deadline() {
-            Some(deadline) => self.pool.timer.clock.until(deadline),
+            Some(deadline) => self.handle.pool().timer.clock.until(deadline),
             None => Duration::ZERO,
         }
     }

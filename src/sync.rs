@@ -116,13 +116,13 @@ pub(crate) use crossbeam_utils::CachePadded;
 
 pub(crate) use lock::{Condvar, Mutex};
 
-/// Thread spawning and `current`.
+/// Thread spawning.
 pub(crate) mod thread {
     #[cfg(not(loom))]
-    pub(crate) use std::thread::{current, Builder, JoinHandle};
+    pub(crate) use std::thread::{Builder, JoinHandle};
 
     #[cfg(loom)]
-    pub(crate) use loom::thread::{current, Builder, JoinHandle};
+    pub(crate) use loom::thread::{Builder, JoinHandle};
 
     /// Spawns a modelled thread (loom models only).
     #[cfg(all(test, loom))]

@@ -43,15 +43,23 @@
 //!   old state had WAITER, takes the waker *second*. Both steps are RMWs on
 //!   the one state word, so either the finisher sees WAITER and wakes the
 //!   stored waker, or the waiter's CAS sees the final state and does not
-//!   wait: no lost wake-up.
+//!   wait: no lost wake-up. A waiter whose CAS failed takes its waker back
+//!   out, so that a final task holds no waker (a waker is user code: it is
+//!   dropped by the thread that registered it, not by whoever frees the
+//!   cell).
+//! * **User code** in a cell (the closure, the output, the waker) is
+//!   dropped or woken outside the state protocol's critical steps and
+//!   through [`Hooks`], so a panic in it is reported, never unwound into a
+//!   worker or into the caller of `cancel` (see `hooks.rs`).
 //! * A job dropped without running (a queue dropped with the pool, a
 //!   [`PendingTask`](crate::PendingTask) the caller discards) cancels its
 //!   task, so no handle ever waits for a task that can no longer run.
 
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::task::Waker;
 
 use crate::error::{PanicPayload, TaskError};
+use crate::hooks::Hooks;
 use crate::job::{RunOutcome, Runnable};
 use crate::pool::Pool;
 use crate::sync::cell::UnsafeCell;
@@ -71,7 +79,8 @@ const CANCEL_REQUESTED: usize = 0b1000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PeriodicCancel {
     /// It was between runs: now CANCELLED, and the caller owns the closure
-    /// (to drop it) and must wake the waiter if the flag says so.
+    /// (to drop it) and must wake the waiter if the flag says so
+    /// ([`Header::take_waiter`]).
     Stopped { wake: bool },
     /// It is running: the run finishes, then no further run is queued.
     Requested,
@@ -84,8 +93,10 @@ pub(crate) trait Joinable<T>: Send + Sync {
     /// The state word and waiter slot.
     fn header(&self) -> &Header;
 
-    /// Cancels the task if it is still scheduled (true iff this call did).
-    fn cancel(&self) -> bool;
+    /// Cancels the task if it is still scheduled (true iff this call did),
+    /// dropping its closure and waking its waiter through `pool`'s hooks
+    /// (a panic there is reported, never unwound into the caller).
+    fn cancel(&self, pool: &Pool) -> bool;
 
     /// The result, once [`Header::is_final`] has returned true. Called at
     /// most once (the handle is consumed or fused by it).
@@ -117,20 +128,28 @@ impl Header {
             .ok()
     }
 
-    /// RUNNING -> COMPLETE, then wakes the waiter if one registered.
-    pub(crate) fn complete(&self) {
+    /// RUNNING -> COMPLETE; returns the waiter's waker, to be woken, if
+    /// one registered.
+    #[must_use = "the waiter must be woken"]
+    pub(crate) fn complete(&self) -> Option<Waker> {
         let prev = self.state.fetch_add(COMPLETE - RUNNING, Ordering::AcqRel);
         debug_assert_eq!(prev & LIFECYCLE, RUNNING);
+        self.waiter_of(prev)
+    }
+
+    /// The registered waker, if the state `prev` that a final transition
+    /// left had WAITER.
+    fn waiter_of(&self, prev: usize) -> Option<Waker> {
         if prev & WAITER != 0 {
-            self.wake_waiter();
+            self.take_waiter()
+        } else {
+            None
         }
     }
 
-    pub(crate) fn wake_waiter(&self) {
-        let waker = self.waiter.lock().take();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+    /// Takes the registered waker out (the caller wakes it).
+    pub(crate) fn take_waiter(&self) -> Option<Waker> {
+        self.waiter.lock().take()
     }
 
     /// After a periodic run: RUNNING -> SCHEDULED for the next run, unless
@@ -172,14 +191,13 @@ impl Header {
         outcome
     }
 
-    /// RUNNING -> CANCELLED (a periodic task that stops after a run), then
-    /// wakes the waiter.
-    pub(crate) fn finish_cancelled(&self) {
+    /// RUNNING -> CANCELLED (a periodic task that stops after a run);
+    /// returns the waiter's waker, to be woken, if one registered.
+    #[must_use = "the waiter must be woken"]
+    pub(crate) fn finish_cancelled(&self) -> Option<Waker> {
         let prev = self.state.fetch_add(CANCELLED - RUNNING, Ordering::AcqRel);
         debug_assert_eq!(prev & LIFECYCLE, RUNNING);
-        if prev & WAITER != 0 {
-            self.wake_waiter();
-        }
+        self.waiter_of(prev)
     }
 
     /// True once the task completed, panicked or was cancelled (`Acquire`:
@@ -193,21 +211,46 @@ impl Header {
         self.state.load(Ordering::Acquire) & LIFECYCLE == CANCELLED
     }
 
-    /// Stores `waker` to be woken when the task becomes final. Returns false
-    /// (and registers nothing that matters) if it already is final.
-    pub(crate) fn register(&self, waker: &Waker) -> bool {
-        {
+    /// Stores `waker` to be woken when the task becomes final.
+    /// `registered` is false if it already is final (the waker is then
+    /// taken back out). The wakers it replaced or took back are handed to
+    /// the caller to drop (user code: see the module doc), after the
+    /// protocol's steps are done.
+    pub(crate) fn register(&self, waker: &Waker) -> Registration {
+        let replaced = {
             let mut slot = self.waiter.lock();
-            if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                *slot = Some(waker.clone());
+            if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                None
+            } else {
+                slot.replace(waker.clone())
             }
-        }
-        self.state
+        };
+        let registered = self
+            .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
                 (s & LIFECYCLE < COMPLETE).then_some(s | WAITER)
             })
-            .is_ok()
+            .is_ok();
+        // Final: nobody will wake what we stored (a finisher that saw an
+        // earlier WAITER may have taken it already, and that is fine: the
+        // caller sees the final state and does not wait).
+        let taken_back = if registered { None } else { self.take_waiter() };
+        Registration {
+            registered,
+            stale: [replaced, taken_back],
+        }
     }
+}
+
+/// What [`Header::register`] did.
+#[derive(Debug)]
+#[must_use = "the stale wakers are user code to drop"]
+pub(crate) struct Registration {
+    /// True if a finisher will wake the waker; false if the task was
+    /// already final.
+    pub(crate) registered: bool,
+    /// Wakers that left the slot, for the caller to drop.
+    pub(crate) stale: [Option<Waker>; 2],
 }
 
 /// What the stage slot of a [`TaskCell`] holds.
@@ -256,22 +299,21 @@ impl<F, T> TaskCell<F, T> {
         }
     }
 
-    /// Cancels the task if it is still scheduled (true iff this call did),
-    /// dropping its closure at once.
-    pub(crate) fn cancel(&self) -> bool {
+    /// Cancels the task if it is still scheduled (true iff this call did):
+    /// `counted` runs right after the state change (the bookkeeping of a
+    /// cancel, done whatever the user code below does), then the closure
+    /// is dropped at once (it may hold large captures) and the waiter
+    /// woken, through `hooks`.
+    pub(crate) fn cancel_then(&self, hooks: &Hooks, counted: impl FnOnce()) -> bool {
         let Some(prev) = self.header.leave_scheduled(CANCELLED) else {
             return false;
         };
-        // Drop the closure now (it may hold large captures), but wake the
-        // waiter even if its destructor panics; then let that panic go on.
+        counted();
+        hooks.drop_reporting(self.take_job());
         // CANCELLED is final, so no waiter can register after the CAS: the
         // WAITER bit it returned is the last word on who to wake.
-        let dropped = catch_unwind(AssertUnwindSafe(|| drop(self.take_job())));
-        if prev & WAITER != 0 {
-            self.header.wake_waiter();
-        }
-        if let Err(payload) = dropped {
-            resume_unwind(payload);
+        if let Some(waker) = self.header.waiter_of(prev) {
+            hooks.wake(waker);
         }
         true
     }
@@ -297,8 +339,11 @@ where
     }
 
     /// Runs the closure if the task is still scheduled; a panic is caught,
-    /// reported, and stored as the output.
-    pub(crate) fn run(&self, pool: &Pool) -> RunOutcome {
+    /// reported, and stored as the output. The closure's captures are
+    /// dropped inside the call, so a panic of their destructors after the
+    /// closure returned is the call's panic: its output, dropped by the
+    /// unwinding, is lost (as a closure that panicked before returning).
+    pub(crate) fn run(&self, hooks: &Hooks) -> RunOutcome {
         if self.header.leave_scheduled(RUNNING).is_none() {
             return RunOutcome::Skipped;
         }
@@ -309,7 +354,7 @@ where
             Ok(value) => (RunOutcome::Completed, Ok(value)),
             Err(payload) => {
                 let payload = PanicPayload::new(payload);
-                pool.report_panic(&payload);
+                hooks.show_panic(&payload);
                 (RunOutcome::Panicked, Err(payload))
             }
         };
@@ -317,7 +362,9 @@ where
         // COMPLETE below (ground rules).
         self.stage
             .with_mut(|stage| unsafe { *stage = Stage::Done(output) });
-        self.header.complete();
+        if let Some(waker) = self.header.complete() {
+            hooks.wake(waker);
+        }
         outcome
     }
 }
@@ -328,12 +375,12 @@ where
     T: Send + 'static,
 {
     fn run(this: &StdArc<Self>, pool: &Pool) -> RunOutcome {
-        TaskCell::run(this, pool)
+        TaskCell::run(this, pool.hooks())
     }
 
-    fn abandon(&self) {
+    fn abandon(&self, hooks: &Hooks) {
         if !self.header.is_final() {
-            self.cancel();
+            self.cancel_then(hooks, || ());
         }
     }
 }
@@ -347,8 +394,8 @@ where
         TaskCell::header(self)
     }
 
-    fn cancel(&self) -> bool {
-        TaskCell::cancel(self)
+    fn cancel(&self, pool: &Pool) -> bool {
+        self.cancel_then(pool.hooks(), || ())
     }
 
     fn take_output(&self) -> Result<T, TaskError> {
@@ -415,15 +462,29 @@ mod loom_model {
         (cell, job)
     }
 
+    /// A runner and a canceller of a task, and the pool (without
+    /// threads) they run it for.
+    type Racers = (
+        Arc<Pool>,
+        thread::JoinHandle<RunOutcome>,
+        thread::JoinHandle<bool>,
+    );
+
     /// Runs `job` on one thread while another cancels `cell`.
     fn run_and_cancel<F: FnOnce() -> u32 + Send + 'static>(
         cell: &StdArc<TaskCell<F, u32>>,
         job: Job,
-    ) -> (thread::JoinHandle<RunOutcome>, thread::JoinHandle<bool>) {
+    ) -> Racers {
         let (pool, _) = bare_pool(1, Default::default());
-        let runner = thread::spawn(move || job.run(&pool));
-        let cell = StdArc::clone(cell);
-        (runner, thread::spawn(move || cell.cancel()))
+        let runner = {
+            let pool = Arc::clone(&pool);
+            thread::spawn(move || job.run(&pool))
+        };
+        let canceller = {
+            let (pool, cell) = (Arc::clone(&pool), StdArc::clone(cell));
+            thread::spawn(move || Joinable::cancel(&*cell, &pool))
+        };
+        (pool, runner, canceller)
     }
 
     #[test]
@@ -431,8 +492,8 @@ mod loom_model {
         model("task::run_vs_cancel_vs_join", || {
             let (drops, ran) = (DropCounter::new(), Arc::new(AtomicUsize::new(0)));
             let (cell, job) = task(&drops, &ran);
-            let (runner, canceller) = run_and_cancel(&cell, job);
-            let result = TaskHandle::new(cell).join();
+            let (pool, runner, canceller) = run_and_cancel(&cell, job);
+            let result = TaskHandle::new(cell, pool).join();
             let cancelled = canceller.join().unwrap();
             let outcome = runner.join().unwrap();
 
@@ -459,8 +520,8 @@ mod loom_model {
         model("task::future_woken_by_run_or_cancel", || {
             let (drops, ran) = (DropCounter::new(), Arc::new(AtomicUsize::new(0)));
             let (cell, job) = task(&drops, &ran);
-            let (runner, canceller) = run_and_cancel(&cell, job);
-            let mut handle = TaskHandle::new(cell);
+            let (pool, runner, canceller) = run_and_cancel(&cell, job);
+            let mut handle = TaskHandle::new(cell, pool);
             let stale = Waker::from(StdArc::new(Stale));
             let result = match Pin::new(&mut handle).poll(&mut Context::from_waker(&stale)) {
                 Poll::Ready(result) => result,

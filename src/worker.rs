@@ -66,16 +66,23 @@ impl Drop for ClearCurrent {
 /// The body of worker thread `index` of `pool`, owning `local`.
 pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
     parker::install(StdArc::clone(pool.sleep.parker(index)));
+    let own = pool.own_thread();
     let ctx = WorkerContext { pool, index, local };
     {
         CURRENT.with(|current| current.set(&ctx));
         let _clear = ClearCurrent;
-        ctx.pool.thread_started();
+        ctx.pool.hooks().thread_started();
         ctx.main_loop();
-        ctx.pool.thread_stopping();
+        ctx.pool.hooks().thread_stopping();
     }
     let WorkerContext { pool, local, .. } = ctx;
+    // Empty, unless a job pushed after `shutdown_now` drained it was not
+    // taken back yet (see `Pool::push_local`): give it up.
+    while let Some(job) = local.pop() {
+        job.cancel(pool.hooks());
+    }
     drop(local);
+    drop(own);
     pool.lifecycle.worker_exited();
     // The timer thread stays until the last worker is gone (see
     // `timer::driver`): let it look.
@@ -97,7 +104,10 @@ pub(crate) fn wait_until_final(header: &Header, deadline: Option<Instant>) -> bo
 /// The wait of a thread outside any pool: park until the task wakes us.
 fn block_until_final(header: &Header, deadline: Option<Instant>) -> bool {
     let parker = parker::current();
-    if !header.register(&Waker::from(StdArc::clone(&parker))) {
+    if !header
+        .register(&Waker::from(StdArc::clone(&parker)))
+        .registered
+    {
         return true;
     }
     loop {
@@ -119,14 +129,22 @@ impl WorkerContext {
         let pool = &*self.pool;
         let mut searching = false;
         loop {
-            // The lifecycle is only read when there is nothing to run.
-            let job = self.next_job().or_else(|| {
-                if !searching {
-                    searching = true;
-                    pool.sleep.start_searching();
+            // The lifecycle is only read when there is nothing to run. Once
+            // the pool is shut down, a worker that may exit does so before
+            // it searches: a search visits every other worker's deque, so
+            // at the wake-up of a shutdown, n workers searching would cost
+            // O(n²) (seconds for a few thousand workers).
+            let job = match self.next_job() {
+                Some(job) => Some(job),
+                None if pool.lifecycle.is_shut_down() && pool.idle_worker_may_exit() => break,
+                None => {
+                    if !searching {
+                        searching = true;
+                        pool.sleep.start_searching();
+                    }
+                    self.search()
                 }
-                self.search()
-            });
+            };
             if let Some(job) = job {
                 if searching {
                     searching = false;
@@ -263,7 +281,7 @@ impl WorkerContext {
             if !registered {
                 registered = true;
                 let waker = Waker::from(StdArc::clone(pool.sleep.parker(self.index)));
-                if !header.register(&waker) {
+                if !header.register(&waker).registered {
                     continue;
                 }
             }
@@ -313,8 +331,8 @@ impl WorkerContext {
 mod loom_model {
     use super::*;
     use crate::handle::TaskHandle;
+    use crate::hooks::Hooks;
     use crate::loom_support::{bare_pool, expected_panic, join_all, model, spawn_workers};
-    use crate::pool::Hooks;
     use crate::sync::{AtomicUsize, Ordering};
 
     /// One outside submit to `workers` real workers that are going to
@@ -322,7 +340,7 @@ mod loom_model {
     fn submit_to_sleepy_workers(workers: usize) {
         let (pool, deques) = bare_pool(workers, Default::default());
         let workers = spawn_workers(&pool, deques);
-        let task = pool.submit(None, || 7).expect("the pool is running");
+        let task = Pool::submit(&pool, None, || 7).expect("the pool is running");
         assert_eq!(task.join().ok(), Some(7));
         pool.shutdown();
         join_all(workers);
@@ -345,7 +363,7 @@ mod loom_model {
     /// A task that submits two subtasks to its worker's deque and joins
     /// both (23 once both ran).
     fn submit_parent(pool: &Arc<Pool>) -> TaskHandle<u32> {
-        pool.submit(None, || {
+        Pool::submit(pool, None, || {
             // The oldest in the deque: what a thief takes first.
             let stolen = crate::current::submit(|| 2).unwrap();
             // The newest: the joining worker runs it itself.
@@ -398,7 +416,7 @@ mod loom_model {
             let workers = spawn_workers(&pool, deques);
             pool.execute(None, || expected_panic())
                 .expect("the pool is running");
-            let after = pool.submit(None, || 7).expect("the pool is running");
+            let after = Pool::submit(&pool, None, || 7).expect("the pool is running");
             assert_eq!(after.join().ok(), Some(7));
             pool.shutdown();
             join_all(workers);

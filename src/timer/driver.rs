@@ -101,6 +101,24 @@
 //! `max_scheduled_tasks`) until it is swept; `reserve` sweeps before it
 //! refuses a task, so the limit counts live tasks only.
 //!
+//! # No user code under the lock
+//!
+//! Cancelling a task runs user code (its closure's destructor, its waker),
+//! which may panic, block, schedule or cancel on this very pool, call
+//! `shutdown_now`, or drop the last handle to the executor. None of that
+//! may happen under the backend lock (a re-entrant schedule or
+//! `shutdown_now` would deadlock on it) or while a scheduler is admitted
+//! (`shutdown_now` waits for admitted submissions). So an entry that the
+//! shutdown policies drop is not cancelled where it is found: it moves to
+//! `doomed`, still counted in `pending`, and the timer thread cancels it
+//! after its turn has released the lock, then takes it off `pending` (so
+//! the workers, which wait for `pending` to reach 0, wait for the cancel
+//! too). `shutdown_now`'s drain takes whatever `doomed` still holds with
+//! the rest, under the lock, and returns it; each entry is taken once.
+//! Sweeps and the purge drop only entries that are already final, whose
+//! cells hold no user code any more (a cancel took the closure; a waiter
+//! takes its waker back from a final task).
+//!
 //! # Invariants
 //!
 //! * `pending` counts scheduled tasks not yet handed to the workers, not
@@ -127,6 +145,7 @@
 use std::time::Instant;
 
 use crate::clock::Clock;
+use crate::hooks::Hooks;
 use crate::job::Job;
 use crate::parker::Parker;
 use crate::pool::Pool;
@@ -207,6 +226,9 @@ pub(crate) struct ShutdownPolicy {
 /// The backend, type-erased.
 type Queue = Box<dyn DelayQueue<StdArc<dyn TimerEntry>> + Send>;
 
+/// A scheduled task as the timer holds it.
+type Entry = StdArc<dyn TimerEntry>;
+
 /// The timer of one pool (see the module doc).
 pub(crate) struct Timer {
     pub(crate) clock: Clock,
@@ -234,6 +256,9 @@ pub(crate) struct Timer {
     /// The most scheduled tasks `reserve` admits.
     max_pending: usize,
     queue: Mutex<Queue>,
+    /// Entries the shutdown policies dropped, to be cancelled outside the
+    /// lock (module doc). Only touched under the `queue` lock.
+    doomed: Mutex<Vec<Entry>>,
     /// Signalled, under the `queue` lock, each time commands are taken out
     /// of the command queue, and when the timer thread exits: a scheduler
     /// that found the command queue full waits on it (module doc).
@@ -266,6 +291,7 @@ impl Timer {
             pending: AtomicUsize::new(0),
             max_pending,
             queue: Mutex::new(kind.build()),
+            doomed: Mutex::new(Vec::new()),
             room: Condvar::new(),
             exited: AtomicBool::new(false),
         }
@@ -508,11 +534,27 @@ impl Timer {
         }
     }
 
-    /// Cancels an entry the shutdown policies drop (a job dropped unrun
-    /// cancels its task).
-    fn cancel_dropped(&self, entry: StdArc<dyn TimerEntry>) {
-        drop(entry.into_job());
-        self.pending.fetch_sub(1, Ordering::SeqCst);
+    /// An entry the shutdown policies drop: cancelled later, outside the
+    /// lock (module doc). The caller holds the `queue` lock.
+    fn cancel_dropped(&self, entry: Entry) {
+        self.doomed.lock().push(entry);
+    }
+
+    /// Takes the entries the shutdown policies dropped (the caller holds
+    /// the `queue` lock), for [`cancel_doomed`](Self::cancel_doomed).
+    fn take_doomed(&self) -> Vec<Entry> {
+        std::mem::take(&mut *self.doomed.lock())
+    }
+
+    /// Cancels entries taken by `take_doomed`, without the lock, reporting
+    /// panics of their user code through `hooks`, then takes them off
+    /// `pending`.
+    fn cancel_doomed(&self, doomed: Vec<Entry>, hooks: &Hooks) {
+        let n = doomed.len();
+        for entry in doomed {
+            entry.into_job().cancel(hooks);
+        }
+        self.pending.fetch_sub(n, Ordering::SeqCst);
     }
 
     /// After `shutdown`: cancels the tasks the policies do not keep (all of
@@ -548,12 +590,14 @@ impl Timer {
         }
     }
 
-    /// Takes every task out (for `shutdown_now`): those in the backend and
-    /// those still in the command queue.
+    /// Takes every task out (for `shutdown_now`): those in the backend,
+    /// those still in the command queue, and those the shutdown policies
+    /// dropped that the timer thread has not cancelled yet.
     pub(crate) fn drain(&self) -> Vec<Job> {
         let mut queue = self.queue.lock();
         while !self.apply_commands(&mut queue, self.clock.now()) {}
-        let entries = queue.drain();
+        let mut entries = queue.drain();
+        entries.append(&mut self.take_doomed());
         self.pending.fetch_sub(entries.len(), Ordering::SeqCst);
         entries.into_iter().map(|entry| entry.into_job()).collect()
     }
@@ -562,6 +606,7 @@ impl Timer {
 /// The body of the timer thread of `pool`, which spins for at most `spin`
 /// nanoseconds before a deadline (`waiting`).
 pub(crate) fn run(pool: Arc<Pool>, spin: Nanos) {
+    let _own = pool.own_thread();
     let clock = pool.timer.clock;
     run_with_clock(&pool, || clock.now(), Waiting::new(spin));
 }
@@ -603,35 +648,29 @@ enum Turn {
 /// One turn of the timer thread: apply the commands, hand over the tasks
 /// due at `now()`, do the shutdown duties, then publish the deadline it
 /// will sleep until (`armed`) and look for commands once more (module doc).
+/// Entries the shutdown policies dropped are cancelled after the lock is
+/// released, and the turn is taken again (`pending` changed).
 fn turn(pool: &Pool, now: impl Fn() -> Nanos) -> Turn {
     let timer = &pool.timer;
     timer.armed.store(0, Ordering::SeqCst);
-    let (next, held, sweep_again) = {
+    let (locked, doomed) = {
         let mut queue = timer.queue.lock();
-        timer.apply_commands(&mut queue, now());
-        hand_over_due(pool, &mut queue, now());
-        timer.sweep_if_due(&mut queue);
-        if pool.lifecycle.is_stopped() {
-            return Turn::Exit;
+        let locked = turn_locked(pool, &mut queue, now);
+        (locked, timer.take_doomed())
+    };
+    if !doomed.is_empty() {
+        timer.cancel_doomed(doomed, pool.hooks());
+        if locked.is_some() {
+            return Turn::Again;
         }
-        if pool.lifecycle.is_shut_down() {
-            timer.cancel_on_shutdown(&mut queue, now());
-            if timer.pending() == 0 {
-                // Idle workers may have been waiting for the last
-                // delayed task: they may exit now.
-                pool.sleep.wake_all();
-            }
-            // Workers exit once nothing is left to run, pending delayed
-            // tasks included; until then a running periodic task may
-            // still re-arm, so the timer thread stays as long as they do
-            // (the last one to exit wakes it).
-            if pool.lifecycle.is_terminated() {
-                return Turn::Exit;
-            }
-        }
-        let held = queue.len();
-        let sweep_again = timer.publish_sweep_at(held);
-        (queue.next_due(), held, sweep_again)
+    }
+    let Some(Rest {
+        next,
+        held,
+        sweep_again,
+    }) = locked
+    else {
+        return Turn::Exit;
     };
     timer
         .armed
@@ -641,6 +680,49 @@ fn turn(pool: &Pool, now: impl Fn() -> Nanos) -> Turn {
         return Turn::Again;
     }
     Turn::Sleep { next, held }
+}
+
+/// How a turn that does not exit goes on after the lock (`turn_locked`).
+struct Rest {
+    /// The next deadline the backend holds.
+    next: Option<Nanos>,
+    /// The entries it holds.
+    held: usize,
+    /// The count of cancels already reached the `sweep_at` just published.
+    sweep_again: bool,
+}
+
+/// The part of a [`turn`] under the backend lock: `None` if the timer
+/// thread exits, else what the rest of the turn needs.
+fn turn_locked(pool: &Pool, queue: &mut Queue, now: impl Fn() -> Nanos) -> Option<Rest> {
+    let timer = &pool.timer;
+    timer.apply_commands(queue, now());
+    hand_over_due(pool, queue, now());
+    timer.sweep_if_due(queue);
+    if pool.lifecycle.is_stopped() {
+        return None;
+    }
+    if pool.lifecycle.is_shut_down() {
+        timer.cancel_on_shutdown(queue, now());
+        if timer.pending() == 0 {
+            // Idle workers may have been waiting for the last delayed
+            // task: they may exit now.
+            pool.sleep.wake_all();
+        }
+        // Workers exit once nothing is left to run, pending delayed tasks
+        // included; until then a running periodic task may still re-arm,
+        // so the timer thread stays as long as they do (the last one to
+        // exit wakes it).
+        if pool.lifecycle.is_terminated() {
+            return None;
+        }
+    }
+    let held = queue.len();
+    Some(Rest {
+        next: queue.next_due(),
+        held,
+        sweep_again: timer.publish_sweep_at(held),
+    })
 }
 
 /// Pushes every due task on the injector (under the backend lock: see the
@@ -850,6 +932,19 @@ mod tests {
 ///   regression model from the earlier removal-by-key protocol, where a
 ///   cancel that read a key the purge had just made stale left its entry,
 ///   and `pending`, until its deadline.)
+/// * `discarded_at_shutdown_before_the_workers_exit`: the shutdown
+///   policies discard a delayed task (as when the last executor handle is
+///   dropped) while a real worker waits to exit. The timer thread moves
+///   the entry to `doomed` under the lock and cancels it after releasing
+///   the lock, its closure's destructor (user code) running outside it.
+///   Asserted: the worker exits only after the closure was dropped (the
+///   entry stays counted in `pending` until it is cancelled), the handle
+///   says cancelled, `pending` is 0, and both threads exit.
+/// * `discarded_at_shutdown_vs_shutdown_now`: the same discard races with
+///   `shutdown_now`, whose drain also takes what `doomed` holds. Asserted:
+///   the task is cancelled by the timer thread or returned by
+///   `shutdown_now`, exactly one of the two; its closure is dropped once;
+///   `pending` is 0.
 /// * `two_cancels_reach_sweep_at`: four entries (so `sweep_at` is 2), two
 ///   of them cancelled by two threads at once while the timer thread turns.
 ///   Asserted: the second cancel to be counted leads to a sweep (the timer
@@ -1124,6 +1219,57 @@ mod loom_model {
             timer.join().unwrap();
             assert_eq!(pool.timer.pending(), 2);
             assert!(handles.all(|h| !h.is_finished()), "the live entries stay");
+        });
+    }
+
+    #[test]
+    fn discarded_at_shutdown_before_the_workers_exit() {
+        model(
+            "timer::discarded_at_shutdown_before_the_workers_exit",
+            || {
+                let (pool, deques) = bare_pool(1, Default::default());
+                pool.timer.discard_on_shutdown();
+                let drops = DropCounter::new();
+                let guard = drops.guard();
+                let task = schedule(&pool, move || drop(guard), 0, LATER);
+                let workers = spawn_workers(&pool, deques);
+                let timer = {
+                    let pool = Arc::clone(&pool);
+                    thread::spawn(move || run_with_clock(&pool, || 0, Waiting::new(0)))
+                };
+                pool.shutdown();
+                join_all(workers);
+                assert_eq!(drops.drops(), 1, "the worker exited after the cancel");
+                timer.join().unwrap();
+                assert!(task.is_cancelled());
+                assert_eq!(pool.timer.pending(), 0);
+            },
+        );
+    }
+
+    #[test]
+    fn discarded_at_shutdown_vs_shutdown_now() {
+        model("timer::discarded_at_shutdown_vs_shutdown_now", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            pool.timer.discard_on_shutdown();
+            let drops = DropCounter::new();
+            let guard = drops.guard();
+            let task = schedule(&pool, move || drop(guard), 0, LATER);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || run_with_clock(&pool, || 0, Waiting::new(0)))
+            };
+            pool.shutdown();
+            let returned = pool.shutdown_now();
+            let returned_count = returned.len();
+            for job in returned {
+                job.cancel(pool.hooks());
+            }
+            timer.join().unwrap();
+            assert!(returned_count <= 1);
+            assert!(task.is_cancelled());
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
+            assert_eq!(pool.timer.pending(), 0);
         });
     }
 
