@@ -14,7 +14,11 @@
 //! 6. dropping a pool cost O(n²) in its worker count;
 //! 7. a periodic task cancelled during its run dropped its closure while
 //!    its re-arm was counted in flight, so a destructor that called
-//!    `shutdown_now` waited for itself for ever.
+//!    `shutdown_now` waited for itself for ever;
+//! 8. at the `max_scheduled_tasks` limit, a schedule right after a cancel
+//!    could be refused: a sweep of the timer thread had counted the cancel
+//!    before its entry reached the backend, or had lowered the count before
+//!    it gave the slot back.
 //!
 //! The tests of this file count the pool's threads by name in
 //! `/proc/self/task` (Linux), so they run one at a time (`serial`) and give
@@ -463,5 +467,27 @@ fn a_periodic_closure_dropped_after_its_last_run_may_call_shutdown_now() {
         assert!(pool.await_termination(PATIENCE));
         drop(pool);
         assert_no_thread_left("pd");
+    }
+}
+
+/// Defect 8: with room for one task, schedule and cancel in a loop while
+/// the timer thread turns; every schedule after a cancel is admitted.
+#[test]
+fn a_schedule_after_a_cancel_at_the_limit_is_never_refused() {
+    let _serial = serial();
+    for queue in queues() {
+        let pool = ScheduledExecutor::builder()
+            .worker_threads(1)
+            .timer_queue(queue)
+            .max_scheduled_tasks(1)
+            .build()
+            .unwrap();
+        for round in 0..20_000 {
+            let task = match pool.schedule(|| (), Duration::from_secs(3600)) {
+                Ok(task) => task,
+                Err(err) => panic!("round {round}: {err}"),
+            };
+            assert!(task.cancel());
+        }
     }
 }

@@ -39,8 +39,9 @@
 //!   that finds the queue full applies it itself instead, reading the
 //!   clock under the lock (so never behind a `now` the timer thread used);
 //!   `shutdown_now` drains the backend after it.
-//! * `reserve` at the `max_scheduled_tasks` limit applies the queue and
-//!   sweeps on the calling thread, then wakes the timer thread: a command
+//! * `reserve` at the `max_scheduled_tasks` limit sweeps on the calling
+//!   thread (a sweep applies the queue first), then wakes the timer
+//!   thread: a command
 //!   it applied may be due before the deadline the timer thread sleeps
 //!   until, and that command's own scheduler, having seen the timer thread
 //!   awake (`armed` 0) or its look at the queue still to come, did not
@@ -92,14 +93,21 @@
 //! cancel comes later and sees the threshold the timer thread sleeps with
 //! (and wakes it if the count reached it). The count only goes down by what
 //! a sweep read (`Acquire`, against the cancel's `Release`: every counted
-//! cancel's state change is visible to that sweep), so it is never less
-//! than the dead entries the backend holds; it may be more (a dead entry
-//! that fell due before a sweep was handed over, and the worker skipped
-//! it), which only brings a sweep forward.
+//! cancel's state change is visible to that sweep). A sweep applies the
+//! queued commands after it read the count and before it removes: a task
+//! is cancelled through the handle its scheduling returned, after its
+//! insert command was pushed, so the entry of every cancel the sweep
+//! counted is in the backend by then (or was handed over), and is removed.
+//! So the count is never less than the dead entries the backend holds; it
+//! may be more (a dead entry that fell due before a sweep was handed over,
+//! and the worker skipped it), which only brings a sweep forward.
 //!
 //! A cancelled entry is still counted in `pending` (and against
 //! `max_scheduled_tasks`) until it is swept; `reserve` sweeps before it
-//! refuses a task, so the limit counts live tasks only.
+//! refuses a task, so the limit counts live tasks only. A sweep gives its
+//! slots back (`pending`) before it lowers the count (`Release`), so a
+//! `reserve` that reads the count at 0 (`Acquire`) then finds them free,
+//! and one that reads it above 0 sweeps itself, after any sweep in progress.
 //!
 //! # No user code under the lock
 //!
@@ -316,22 +324,24 @@ impl Timer {
         if self.try_reserve() {
             return true;
         }
+        // A count of 0 read here comes after the last sweep's decrement, so
+        // after the slots that sweep gave back (`sweep`): the try below sees
+        // them. A count above 0 is swept here (after any sweep in progress,
+        // under the lock) before that try.
         let (cancels, _) = unpack_dead(self.dead.load(Ordering::Acquire));
-        if cancels == 0 {
-            return false;
+        if cancels > 0 {
+            self.sweep_here();
         }
-        self.apply_commands_and_sweep_here();
         self.try_reserve()
     }
 
-    /// Applies the queued commands on the calling thread, then sweeps,
-    /// under the same lock, and wakes the timer thread (see the module doc:
-    /// a command applied here may be due before it would wake).
-    fn apply_commands_and_sweep_here(&self) {
+    /// Sweeps on the calling thread (applying the queued commands first:
+    /// `sweep`) and wakes the timer thread (see the module doc: a command
+    /// applied here may be due before it would wake).
+    fn sweep_here(&self) {
         {
             let mut queue = self.queue.lock();
-            self.apply_commands(&mut queue, self.clock.now());
-            self.sweep(&mut queue);
+            self.sweep(&mut queue, self.clock.now());
         }
         self.parker.unpark();
     }
@@ -412,24 +422,29 @@ impl Timer {
     }
 
     /// Sweeps the cancelled entries out if the count reached `sweep_at`.
-    fn sweep_if_due(&self, queue: &mut Queue) {
+    fn sweep_if_due(&self, queue: &mut Queue, now: Nanos) {
         let (cancels, sweep_at) = unpack_dead(self.dead.load(Ordering::Acquire));
         if cancels > 0 && cancels >= sweep_at {
-            self.sweep(queue);
+            self.sweep(queue, now);
         }
     }
 
     /// Removes every cancelled entry from the backend and takes the cancels
-    /// it read off the count (module doc).
-    fn sweep(&self, queue: &mut Queue) {
+    /// it read off the count (module doc). The commands queued when it read
+    /// the count are applied first (`now`: as for `apply_commands`), so that
+    /// the entry of every cancel it counted is in the backend. Its slots are
+    /// given back (`pending`) before the count goes down, so that `reserve`,
+    /// which reads the count after a refusal, finds them.
+    fn sweep(&self, queue: &mut Queue, now: Nanos) {
         let (cancels, _) = unpack_dead(self.dead.load(Ordering::Acquire));
+        self.apply_commands(queue, now);
         // Each entry is dropped as it leaves (freeing its task), before the
         // backend frees its own storage once empty.
         let swept = queue.remove_where(&mut |entry| entry.is_final(), &mut drop);
-        self.dead.fetch_sub(cancels, Ordering::Relaxed);
         if swept > 0 {
             self.pending.fetch_sub(swept, Ordering::SeqCst);
         }
+        self.dead.fetch_sub(cancels, Ordering::Release);
     }
 
     /// Publishes the count of cancels at which a cancel wakes the timer
@@ -698,7 +713,7 @@ fn turn_locked(pool: &Pool, queue: &mut Queue, now: impl Fn() -> Nanos) -> Optio
     let timer = &pool.timer;
     timer.apply_commands(queue, now());
     hand_over_due(pool, queue, now());
-    timer.sweep_if_due(queue);
+    timer.sweep_if_due(queue, now());
     if pool.lifecycle.is_stopped() {
         return None;
     }
@@ -945,6 +960,12 @@ mod tests {
 ///   the task is cancelled by the timer thread or returned by
 ///   `shutdown_now`, exactly one of the two; its closure is dropped once;
 ///   `pending` is 0.
+/// * `reserve_after_cancel_at_the_limit`: room for one task; it is
+///   scheduled and cancelled, and another scheduled, while the timer thread
+///   takes a turn (placing the first entry, sweeping). Asserted: the second
+///   is admitted whatever the interleaving (a sweep that counted the cancel
+///   before its entry was placed, or lowered the count before giving the
+///   slot back, made `reserve` refuse it), and `pending` is 1.
 /// * `two_cancels_reach_sweep_at`: four entries (so `sweep_at` is 2), two
 ///   of them cancelled by two threads at once while the timer thread turns.
 ///   Asserted: the second cancel to be counted leads to a sweep (the timer
@@ -1193,6 +1214,26 @@ mod loom_model {
     #[test]
     fn cancel_vs_sweep() {
         model("timer::cancel_vs_sweep", || race_cancel_with_place(false));
+    }
+
+    #[test]
+    fn reserve_after_cancel_at_the_limit() {
+        model("timer::reserve_after_cancel_at_the_limit", || {
+            let timer = Timer::new(TimerQueue::heap(), DEFAULT_POLICY, 1);
+            let pool = Arc::new(Pool::new(1, Default::default(), timer).0);
+            let first = schedule(&pool, || (), 0, LATER);
+            let turning = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || {
+                    let _ = turn(&pool, || 0);
+                })
+            };
+            assert!(first.cancel());
+            let second = Pool::schedule(&pool, || (), 0, LATER);
+            turning.join().unwrap();
+            assert!(second.is_ok(), "the cancelled task's slot is free");
+            assert_eq!(pool.timer.pending(), 1);
+        });
     }
 
     #[test]
