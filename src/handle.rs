@@ -88,7 +88,7 @@ impl<T> TaskHandle<T> {
     ///
     /// If the handle was already polled to completion as a `Future`.
     pub fn join(self) -> Result<T, TaskError> {
-        worker::wait_until_final(self.task().header(), None);
+        worker::wait_until_final(self.task().header(), None, self.pool.hooks());
         self.task().take_output()
     }
 
@@ -119,7 +119,7 @@ impl<T> TaskHandle<T> {
     /// If the handle was already polled to completion as a `Future`.
     pub fn join_timeout(self, timeout: Duration) -> Result<T, JoinTimeoutError<Self>> {
         let deadline = Instant::now().checked_add(timeout);
-        if !worker::wait_until_final(self.task().header(), deadline) {
+        if !worker::wait_until_final(self.task().header(), deadline, self.pool.hooks()) {
             return Err(JoinTimeoutError::TimedOut(self));
         }
         self.task().take_output().map_err(JoinTimeoutError::Failed)

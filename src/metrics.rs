@@ -37,7 +37,9 @@ pub struct Metrics {
     /// Tasks scheduled to run later that the timer still holds (a
     /// cancelled one leaves it promptly, not at its deadline).
     pub scheduled_tasks: usize,
-    /// Task runs that finished, whether they returned or panicked.
+    /// Task runs on the pool's workers that finished, whether they
+    /// returned or panicked (not the runs of tasks returned by
+    /// `shutdown_now` that the caller runs with `PendingTask::run`).
     pub completed_tasks: u64,
     /// Task runs that panicked (counted in `completed_tasks` too).
     pub panicked_tasks: u64,

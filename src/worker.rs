@@ -9,6 +9,7 @@ use std::ptr;
 use std::task::Waker;
 use std::time::Instant;
 
+use crate::hooks::Hooks;
 use crate::job::{Job, RunOutcome};
 use crate::parker;
 use crate::pool::Pool;
@@ -90,24 +91,31 @@ pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
 }
 
 /// Waits until the task behind `header` is final or `deadline` passes;
-/// true if it is final. On a worker thread the wait runs queued work.
-pub(crate) fn wait_until_final(header: &Header, deadline: Option<Instant>) -> bool {
+/// true if it is final. On a worker thread the wait runs queued work. The
+/// wait registers a waker of its own, and a waker it replaces (one a poll
+/// of the handle left, user code) is dropped through `hooks`.
+pub(crate) fn wait_until_final(header: &Header, deadline: Option<Instant>, hooks: &Hooks) -> bool {
     if header.is_final() {
         return true;
     }
     with_current(|ctx| match ctx {
-        Some(ctx) => ctx.help_until_final(header, deadline),
-        None => block_until_final(header, deadline),
+        Some(ctx) => ctx.help_until_final(header, deadline, hooks),
+        None => block_until_final(header, deadline, hooks),
     })
 }
 
+/// Registers `waker` with the task behind `header`, dropping the wakers it
+/// replaced through `hooks`; false if the task is already final.
+fn register(header: &Header, waker: &Waker, hooks: &Hooks) -> bool {
+    let registration = header.register(waker);
+    hooks.drop_reporting(registration.stale);
+    registration.registered
+}
+
 /// The wait of a thread outside any pool: park until the task wakes us.
-fn block_until_final(header: &Header, deadline: Option<Instant>) -> bool {
+fn block_until_final(header: &Header, deadline: Option<Instant>, hooks: &Hooks) -> bool {
     let parker = parker::current();
-    if !header
-        .register(&Waker::from(StdArc::clone(&parker)))
-        .registered
-    {
+    if !register(header, &Waker::from(StdArc::clone(&parker)), hooks) {
         return true;
     }
     loop {
@@ -256,7 +264,7 @@ impl WorkerContext {
     /// A task on this worker joins another task: run queued work until it
     /// is final, sleeping (as an idle worker, so new work wakes us to help)
     /// when there is none. True if final, false if `deadline` passed.
-    fn help_until_final(&self, header: &Header, deadline: Option<Instant>) -> bool {
+    fn help_until_final(&self, header: &Header, deadline: Option<Instant>, hooks: &Hooks) -> bool {
         let pool = &*self.pool;
         let mut searching = false;
         let mut registered = false;
@@ -281,7 +289,7 @@ impl WorkerContext {
             if !registered {
                 registered = true;
                 let waker = Waker::from(StdArc::clone(pool.sleep.parker(self.index)));
-                if !header.register(&waker).registered {
+                if !register(header, &waker, hooks) {
                     continue;
                 }
             }
