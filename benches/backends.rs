@@ -3,8 +3,8 @@
 //! so that the growth of each operation with the queue's size is visible.
 //!
 //! ```text
-//! cargo bench --features bench-internals --bench backends
-//! cargo bench --features bench-internals --bench backends -- 'insert/heap'
+//! cargo bench -p chronopool-benches --bench backends
+//! cargo bench -p chronopool-benches --bench backends -- 'insert/heap'
 //! ```
 //!
 //! `BACKENDS_MAX_EXP=6` stops at 10^6 pending (10^7 needs ~3 GB and a few

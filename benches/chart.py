@@ -6,7 +6,7 @@ Usage:
     benches/chart.py [-o DIR] [FILE ...]
 
     # chronopool and its Rust peers, straight from the bench:
-    cargo bench --bench workloads > results.jsonl
+    cargo bench -p chronopool-benches --bench workloads > results.jsonl
     benches/chart.py results.jsonl                  # -> benches/results/charts/*.svg
 
     # several harnesses together (same line format), from files or stdin:
@@ -14,9 +14,9 @@ Usage:
     cat *.jsonl | benches/chart.py -o /tmp/charts   # "-" or no FILE: stdin
 
 Input: lines {"system":..,"workload":..,"metric":..,"value":..} as printed by
-`cargo bench --bench workloads`, by the shared Rust peer harness and by the
-JVM harness (systems like `jdk-stpe`, `netty-hwt-1ms`). Any other line (a
-"=== run 2" header, a blank line) is skipped. When one (system, workload,
+`cargo bench -p chronopool-benches --bench workloads`, by the shared Rust peer
+harness and by the JVM harness (systems like `jdk-stpe`, `netty-hwt-1ms`). Any
+other line (a "=== run 2" header, a blank line) is skipped. When one (system, workload,
 metric) appears more than once (several runs pasted together), its bar shows
 the median and its label says how many values it stands for.
 

@@ -13,7 +13,7 @@
 //!   through its handles (and the handles dropped), timed.
 //!
 //! ```text
-//! cargo bench --bench executor
+//! cargo bench -p chronopool-benches --bench executor
 //! ```
 
 // criterion's macros generate undocumented functions.

@@ -7,8 +7,8 @@
 //! nothing over.
 //!
 //! ```text
-//! cargo bench --features bench-internals --bench ticks
-//! TICKS_ENTRIES=10000 cargo bench --features bench-internals --bench ticks
+//! cargo bench -p chronopool-benches --bench ticks
+//! TICKS_ENTRIES=10000 cargo bench -p chronopool-benches --bench ticks
 //! ```
 //!
 //! Prints, per backend, the median, p99 and slowest tick and the ticks

@@ -4,10 +4,10 @@
 //! same process.
 //!
 //! ```text
-//! cargo bench --bench workloads                     # every workload, every system
-//! cargo bench --bench workloads -- spawn latency    # some workloads
-//! SYSTEMS=chronopool-heap,tokio cargo bench --bench workloads
-//! SCALE=0.1 REPS=1 cargo bench --bench workloads    # a quick look
+//! cargo bench -p chronopool-benches --bench workloads                    # every workload, every system
+//! cargo bench -p chronopool-benches --bench workloads -- spawn latency   # some workloads
+//! SYSTEMS=chronopool-heap,tokio cargo bench -p chronopool-benches --bench workloads
+//! SCALE=0.1 REPS=1 cargo bench -p chronopool-benches --bench workloads   # a quick look
 //! ```
 //!
 //! Environment: `SYSTEMS` (comma list; default all), `SCALE` (multiplies
@@ -28,7 +28,8 @@
 //! and at the end a table of chronopool beside the best peer (see
 //! `report.rs` for its rules). Exit status: 1 if a workload failed (its
 //! lines are missing), 2 on bad arguments. `benches/chart.py` draws the
-//! JSON lines (this bench's and the other harnesses') as SVG bar charts.
+//! JSON lines (this bench's and the other harnesses') as SVG bar charts;
+//! `benches/README.md` says which figures of the repository come from here.
 //!
 //! The measurement rules are the spec's: delays from xorshift64* seeded
 //! with 42; a task body that increments one shared atomic counter and
