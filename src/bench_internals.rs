@@ -2,7 +2,8 @@
 //! (`benches/backends.rs`). Behind the `bench-internals` feature and hidden
 //! from the docs: not part of the public API, no stability promised.
 
-use crate::timer::{self, DelayQueue, TimerQueue};
+use crate::timer::queue::{self as timer, DelayQueue};
+use crate::timer::TimerQueue;
 
 /// One backend of the kind a [`TimerQueue`] names, holding `u64` values,
 /// behind the same dynamic dispatch the timer thread uses.

@@ -5,15 +5,15 @@ use std::fmt;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
-use crate::clock::nanos;
-use crate::error::{BuildError, PanicPayload};
+use crate::error::BuildError;
 use crate::executor::ScheduledExecutor;
-use crate::hooks::Hooks;
-use crate::pool::Pool;
+use crate::pool::hooks::Hooks;
+use crate::pool::{self, worker, Pool};
 use crate::sync::{thread, Arc};
-use crate::timer::driver::{self, ShutdownPolicy, Timer};
-use crate::timer::TimerQueue;
-use crate::worker;
+use crate::task::PanicPayload;
+use crate::time::clock::nanos;
+use crate::timer::driver::{ShutdownPolicy, Timer};
+use crate::timer::{InvalidQueue, TimerQueue};
 
 /// The most worker threads one executor can have.
 pub const MAX_WORKER_THREADS: usize = 1 << 15;
@@ -259,7 +259,12 @@ impl Builder {
         if self.timer_spin > MAX_TIMER_SPIN {
             return Err(BuildError::TimerSpin(self.timer_spin));
         }
-        self.timer_queue.validate()?;
+        self.timer_queue
+            .validate()
+            .map_err(|invalid| match invalid {
+                InvalidQueue::Tick(tick) => BuildError::WheelTick(tick),
+                InvalidQueue::Slots(slots) => BuildError::WheelSlots(slots),
+            })?;
         let policy = ShutdownPolicy {
             keep_delayed: self.keep_delayed_on_shutdown,
             keep_periodic: self.keep_periodic_on_shutdown,
@@ -296,7 +301,7 @@ impl Builder {
             builder = builder.stack_size(bytes);
         }
         let spin = nanos(self.timer_spin);
-        match builder.spawn(move || driver::run(timer_pool, spin)) {
+        match builder.spawn(move || pool::run_timer(timer_pool, spin)) {
             Ok(timer) => Ok(ScheduledExecutor::start(pool, threads, timer)),
             Err(err) => Err(abandon(&pool, threads, err)),
         }

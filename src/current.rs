@@ -4,10 +4,9 @@
 //! These find the executor through the worker thread they are called on, so
 //! a task tree costs no reference counting of the executor per task.
 
-use crate::error::{SubmitError, SubmitErrorKind};
 use crate::handle::TaskHandle;
-use crate::pool::Pool;
-use crate::worker;
+use crate::pool::{worker, SubmitError, SubmitErrorKind};
+use crate::sync::Arc;
 
 /// Submits `f` to the executor whose worker thread is calling, into that
 /// worker's own deque, and returns a handle to its result: the in-pool
@@ -42,7 +41,10 @@ where
     T: Send + 'static,
 {
     worker::with_current(|ctx| match ctx {
-        Some(ctx) => Pool::submit(&ctx.pool, Some(ctx), f),
+        Some(ctx) => ctx
+            .pool
+            .submit(Some(ctx), f)
+            .map(|cell| TaskHandle::new(cell, Arc::clone(&ctx.pool))),
         None => Err(SubmitError::new(f, SubmitErrorKind::NotOnWorker)),
     })
 }

@@ -5,17 +5,16 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
-use crate::clock;
-use crate::error::{BuildError, SubmitError};
+use crate::error::BuildError;
 use crate::handle::TaskHandle;
 use crate::metrics::Metrics;
 use crate::pending::PendingTask;
-use crate::periodic::{MissedRuns, Period};
-use crate::pool::Pool;
+use crate::pool::{worker, Pool, SubmitError};
 use crate::scheduled::ScheduledHandle;
 use crate::sync::thread::JoinHandle;
 use crate::sync::{Arc, Mutex, StdArc};
-use crate::worker;
+use crate::task::{MissedRuns, Period};
+use crate::time::clock;
 
 /// A pool of work-stealing worker threads that runs the tasks given to it.
 ///
@@ -132,7 +131,9 @@ impl ScheduledExecutor {
         T: Send + 'static,
     {
         let pool = self.pool();
-        worker::with_current(|ctx| Pool::submit(pool, ctx.filter(|ctx| ctx.belongs_to(pool)), f))
+        let cell =
+            worker::with_current(|ctx| pool.submit(ctx.filter(|ctx| ctx.belongs_to(pool)), f))?;
+        Ok(TaskHandle::new(cell, Arc::clone(pool)))
     }
 
     /// Runs `f` on a worker, without a handle (fire and forget). A panic of
@@ -189,7 +190,8 @@ impl ScheduledExecutor {
     {
         let pool = self.pool();
         let now = pool.timer.clock.now();
-        Pool::schedule(pool, f, now, now.saturating_add(clock::nanos(delay)))
+        let cell = pool.schedule(f, now, now.saturating_add(clock::nanos(delay)))?;
+        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
     }
 
     /// Runs `f` on a worker at `deadline` (as soon as possible if it has
@@ -210,7 +212,8 @@ impl ScheduledExecutor {
     {
         let pool = self.pool();
         let now = pool.timer.clock.now();
-        Pool::schedule(pool, f, now, pool.timer.clock.nanos_of(deadline))
+        let cell = pool.schedule(f, now, pool.timer.clock.nanos_of(deadline))?;
+        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
     }
 
     /// Runs `f` periodically at a fixed rate: first after `initial_delay`,
@@ -288,7 +291,8 @@ impl ScheduledExecutor {
             period: clock::nanos(period),
             missed,
         };
-        Pool::schedule_periodic(pool, f, first, period)
+        let cell = pool.schedule_periodic(f, first, period)?;
+        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
     }
 
     /// Runs `f` periodically with a fixed delay: first after
@@ -331,7 +335,8 @@ impl ScheduledExecutor {
         let period = Period::FixedDelay {
             delay: clock::nanos(delay),
         };
-        Pool::schedule_periodic(pool, f, first, period)
+        let cell = pool.schedule_periodic(f, first, period)?;
+        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
     }
 
     /// Stops accepting work. Tasks already queued still run; then the
@@ -399,7 +404,19 @@ impl ScheduledExecutor {
 
     /// A snapshot of the executor's counters.
     pub fn metrics(&self) -> Metrics {
-        self.pool().metrics()
+        let pool = self.pool();
+        let mut m = Metrics {
+            worker_threads: pool.workers(),
+            queued_tasks: pool.queued_jobs(),
+            scheduled_tasks: pool.timer.pending(),
+            ..Metrics::default()
+        };
+        for stats in pool.worker_stats() {
+            m.active_workers += usize::from(stats.is_busy());
+            m.completed_tasks += stats.completed();
+            m.panicked_tasks += stats.panicked();
+        }
+        m
     }
 }
 

@@ -6,11 +6,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use crate::error::{JoinTimeoutError, TaskError};
-use crate::pool::Pool;
+use crate::error::JoinTimeoutError;
+use crate::pool::{worker, Pool};
 use crate::sync::{Arc, StdArc};
-use crate::task::Joinable;
-use crate::worker;
+use crate::task::{Joinable, TaskContext, TaskError};
+use crate::time::Nanos;
 
 /// The handle of a submitted task: wait for its result, cancel it, look at
 /// its state, or `.await` it.
@@ -64,9 +64,14 @@ impl<T> TaskHandle<T> {
         &self.pool
     }
 
+    /// The task's context: the pool, as the task layer sees it.
+    fn context(&self) -> &dyn TaskContext {
+        &*self.pool
+    }
+
     /// When the task is (next) due, for a scheduled task that has not
     /// handed over its result.
-    pub(crate) fn deadline(&self) -> Option<crate::timer::Nanos> {
+    pub(crate) fn deadline(&self) -> Option<Nanos> {
         self.task.as_ref().and_then(|task| task.deadline())
     }
 
@@ -88,7 +93,7 @@ impl<T> TaskHandle<T> {
     ///
     /// If the handle was already polled to completion as a `Future`.
     pub fn join(self) -> Result<T, TaskError> {
-        worker::wait_until_final(self.task().header(), None, self.pool.hooks());
+        worker::wait_until_final(self.task().header(), None, self.context());
         self.task().take_output()
     }
 
@@ -119,7 +124,7 @@ impl<T> TaskHandle<T> {
     /// If the handle was already polled to completion as a `Future`.
     pub fn join_timeout(self, timeout: Duration) -> Result<T, JoinTimeoutError<Self>> {
         let deadline = Instant::now().checked_add(timeout);
-        if !worker::wait_until_final(self.task().header(), deadline, self.pool.hooks()) {
+        if !worker::wait_until_final(self.task().header(), deadline, self.context()) {
             return Err(JoinTimeoutError::TimedOut(self));
         }
         self.task().take_output().map_err(JoinTimeoutError::Failed)
@@ -136,7 +141,7 @@ impl<T> TaskHandle<T> {
     pub fn cancel(&self) -> bool {
         self.task
             .as_ref()
-            .is_some_and(|task| task.cancel(&self.pool))
+            .is_some_and(|task| task.cancel(self.context()))
     }
 
     /// True once the task returned, panicked or was cancelled.
@@ -168,14 +173,14 @@ impl<T> Future for TaskHandle<T> {
         let header = self.task().header();
         if !header.is_final() {
             let registration = header.register(cx.waker());
-            self.pool.hooks().drop_reporting(registration.stale);
+            self.context().drop_reporting(registration.stale);
             if registration.registered {
                 return Poll::Pending;
             }
         }
         let output = self.task().take_output();
         if let Some(task) = self.task.take() {
-            self.pool.hooks().drop_reporting(task);
+            self.context().drop_reporting(task);
         }
         Poll::Ready(output)
     }
@@ -187,7 +192,7 @@ impl<T> Drop for TaskHandle<T> {
     /// to the `on_panic` hook.
     fn drop(&mut self) {
         if let Some(task) = self.task.take() {
-            self.pool.hooks().drop_reporting(task);
+            self.context().drop_reporting(task);
         }
     }
 }

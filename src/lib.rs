@@ -94,39 +94,29 @@
 #[doc(hidden)]
 pub mod bench_internals;
 mod builder;
-mod clock;
 mod current;
 mod error;
 mod executor;
 mod handle;
-mod hooks;
-mod job;
-mod lifecycle;
 #[cfg(all(test, loom))]
 mod loom_support;
 mod metrics;
-mod parker;
 mod pending;
-mod periodic;
 mod pool;
-mod ring;
 mod scheduled;
-mod sleep;
 mod sync;
 mod task;
+mod time;
 mod timer;
-mod unwind;
-mod worker;
 
 pub use builder::{Builder, MAX_TIMER_SPIN, MAX_WORKER_THREADS};
 pub use current::{execute, submit};
-pub use error::{
-    BuildError, JoinTimeoutError, PanicPayload, SubmitError, SubmitErrorKind, TaskError,
-};
+pub use error::{BuildError, JoinTimeoutError};
 pub use executor::ScheduledExecutor;
 pub use handle::TaskHandle;
 pub use metrics::Metrics;
 pub use pending::PendingTask;
-pub use periodic::MissedRuns;
+pub use pool::{SubmitError, SubmitErrorKind};
 pub use scheduled::ScheduledHandle;
+pub use task::{MissedRuns, PanicPayload, TaskError};
 pub use timer::{TimerQueue, MAX_WHEEL_SLOTS, MAX_WHEEL_TICK};

@@ -13,14 +13,16 @@ use std::sync::Once;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
-use crate::hooks::Hooks;
-use crate::job::Job;
-use crate::pool::Pool;
+use crate::handle::TaskHandle;
+use crate::pool::hooks::Hooks;
+use crate::pool::{worker, Pool, SubmitError};
+use crate::scheduled::ScheduledHandle;
 use crate::sync::deque::Worker;
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Ordering};
+use crate::task::{Job, Period};
+use crate::time::Nanos;
 use crate::timer::driver::{ShutdownPolicy, Timer};
-use crate::worker;
 
 /// Runs `f` under `loom::model` (bounded by `LOOM_MAX_PREEMPTIONS`), then
 /// prints how many interleavings it explored and how long it took, as
@@ -53,6 +55,48 @@ pub(crate) fn bare_pool(workers: usize, hooks: Hooks) -> (Arc<Pool>, Vec<Worker<
     let timer = Timer::new(Default::default(), DEFAULT_POLICY, usize::MAX);
     let (pool, deques) = Pool::new(workers, hooks, timer);
     (Arc::new(pool), deques)
+}
+
+/// Submits `f` from a thread outside the pool, as
+/// `ScheduledExecutor::submit` does.
+pub(crate) fn submit<F, T>(pool: &Arc<Pool>, f: F) -> Result<TaskHandle<T>, SubmitError<F>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let cell = pool.submit(None, f)?;
+    Ok(TaskHandle::new(cell, Arc::clone(pool)))
+}
+
+/// Schedules `f` at `deadline`, the time being `now`, as
+/// `ScheduledExecutor::schedule` does (admission, `reserve`,
+/// `insert_reserved`).
+pub(crate) fn schedule<F, T>(
+    pool: &Arc<Pool>,
+    f: F,
+    now: Nanos,
+    deadline: Nanos,
+) -> Result<ScheduledHandle<T>, SubmitError<F>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let cell = pool.schedule(f, now, deadline)?;
+    Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
+}
+
+/// Schedules the periodic task `f`, first due at `first`.
+pub(crate) fn schedule_periodic<F>(
+    pool: &Arc<Pool>,
+    f: F,
+    first: Nanos,
+    period: Period,
+) -> Result<ScheduledHandle<()>, SubmitError<F>>
+where
+    F: FnMut() + Send + 'static,
+{
+    let cell = pool.schedule_periodic(f, first, period)?;
+    Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
 }
 
 /// Starts the real worker threads (`worker::run`) for the deques of

@@ -1,7 +1,5 @@
-//! What the executor reports about itself: [`Metrics`], and the per-worker
-//! counters it is summed from.
-
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+//! What the executor reports about itself: [`Metrics`] (summed from the
+//! workers' counters, `pool/stats.rs`).
 
 /// A snapshot of an executor's counters, from
 /// [`ScheduledExecutor::metrics`](crate::ScheduledExecutor::metrics).
@@ -43,48 +41,4 @@ pub struct Metrics {
     pub completed_tasks: u64,
     /// Task runs that panicked (counted in `completed_tasks` too).
     pub panicked_tasks: u64,
-}
-
-/// One worker's counters. Only that worker writes them (plain loads and
-/// stores, no read-modify-write: nobody else writes), anyone may read.
-#[derive(Debug, Default)]
-pub(crate) struct WorkerStats {
-    busy: AtomicBool,
-    completed: AtomicU64,
-    panicked: AtomicU64,
-}
-
-impl WorkerStats {
-    /// The owner starts (true) or ends (false) a task run.
-    #[inline]
-    pub(crate) fn set_busy(&self, busy: bool) {
-        self.busy.store(busy, Ordering::Relaxed);
-    }
-
-    /// The owner finished a run; `panicked` if it panicked.
-    #[inline]
-    pub(crate) fn record_run(&self, panicked: bool) {
-        bump(&self.completed);
-        if panicked {
-            bump(&self.panicked);
-        }
-    }
-
-    pub(crate) fn is_busy(&self) -> bool {
-        self.busy.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn completed(&self) -> u64 {
-        self.completed.load(Ordering::Relaxed)
-    }
-
-    pub(crate) fn panicked(&self) -> u64 {
-        self.panicked.load(Ordering::Relaxed)
-    }
-}
-
-/// Increments a counter that only the calling thread writes.
-#[inline]
-fn bump(counter: &AtomicU64) {
-    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }

@@ -5,9 +5,9 @@
 
 use std::fmt;
 
-use crate::job::Job;
 use crate::pool::Pool;
 use crate::sync::Arc;
+use crate::task::Job;
 
 /// A task that never started, handed back by
 /// [`ScheduledExecutor::shutdown_now`](crate::ScheduledExecutor::shutdown_now).
@@ -59,7 +59,7 @@ impl PendingTask {
     /// the executor's `on_panic` hook (it does not unwind into the caller).
     pub fn run(mut self) {
         if let Some(job) = self.job.take() {
-            job.run(&self.pool);
+            job.run(&*self.pool);
         }
     }
 }
@@ -68,7 +68,7 @@ impl Drop for PendingTask {
     /// Cancels the task (see the type's doc).
     fn drop(&mut self) {
         if let Some(job) = self.job.take() {
-            job.cancel(self.pool.hooks());
+            job.cancel(&*self.pool);
         }
     }
 }

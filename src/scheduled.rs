@@ -1,14 +1,4 @@
-//! Tasks that run later: the cell of a one-shot scheduled task, and
-//! [`ScheduledHandle`], its handle.
-//!
-//! A scheduled task is an ordinary task cell (`task.rs`: its state word,
-//! closure, output and waiter) plus its deadline. Cancelling it through the
-//! handle moves its state to CANCELLED, counts the cancel with the timer,
-//! whose sweeps take the dead entries out of the delayed work queue
-//! (`timer/driver.rs`), and drops the closure at once, so that neither the
-//! closure nor the entry is kept until the deadline. The count comes before
-//! the closure's destructor, which is user code: whatever it does, the
-//! cancel is counted.
+//! [`ScheduledHandle`]: the handle of a task that runs later.
 
 use std::fmt;
 use std::future::Future;
@@ -16,89 +6,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use crate::error::{JoinTimeoutError, TaskError};
+use crate::error::JoinTimeoutError;
 use crate::handle::TaskHandle;
-use crate::hooks::Hooks;
-use crate::job::{Job, RunOutcome, Runnable};
 use crate::pool::Pool;
 use crate::sync::{Arc, StdArc};
-use crate::task::{Header, Joinable, TaskCell};
-use crate::timer::driver::TimerEntry;
-use crate::timer::Nanos;
-
-/// A one-shot task with a deadline.
-pub(crate) struct ScheduledTask<F, T> {
-    task: TaskCell<F, T>,
-    deadline: Nanos,
-}
-
-impl<F, T> ScheduledTask<F, T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    pub(crate) fn new(f: F, deadline: Nanos) -> Self {
-        ScheduledTask {
-            task: TaskCell::new(f),
-            deadline,
-        }
-    }
-}
-
-impl<F, T> Runnable for ScheduledTask<F, T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    fn run(this: &StdArc<Self>, pool: &Pool) -> RunOutcome {
-        this.task.run(pool.hooks())
-    }
-
-    fn abandon(&self, hooks: &Hooks) {
-        self.task.abandon(hooks);
-    }
-}
-
-impl<F, T> Joinable<T> for ScheduledTask<F, T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    fn header(&self) -> &Header {
-        self.task.header()
-    }
-
-    fn cancel(&self, pool: &Pool) -> bool {
-        self.task
-            .cancel_then(pool.hooks(), || pool.timer.note_cancelled())
-    }
-
-    fn take_output(&self) -> Result<T, TaskError> {
-        self.task.take_output()
-    }
-
-    fn deadline(&self) -> Option<Nanos> {
-        Some(self.deadline)
-    }
-}
-
-impl<F, T> TimerEntry for ScheduledTask<F, T>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    fn deadline(&self) -> Nanos {
-        self.deadline
-    }
-
-    fn is_final(&self) -> bool {
-        self.task.header().is_final()
-    }
-
-    fn into_job(self: StdArc<Self>) -> Job {
-        Job::task(self)
-    }
-}
+use crate::task::{Joinable, TaskError, TimerEntry};
 
 /// The handle of a task scheduled to run later: everything a
 /// [`TaskHandle`] has (join, join with a time-out, cancel, state, `.await`),
@@ -211,24 +123,5 @@ impl<T> fmt::Debug for ScheduledHandle<T> {
             .field("finished", &self.is_finished())
             .field("cancelled", &self.is_cancelled())
             .finish()
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::ScheduledTask;
-
-    /// The cell of a scheduled task whose closure captures nothing and
-    /// returns `()`: the state word and waiter slot (32 bytes), one slot
-    /// for the closure or its output (16: a panic payload), the deadline
-    /// (8). With the `Arc` counts that is 72 bytes, an 80-byte block for
-    /// glibc's malloc; 8 bytes more would make it 96.
-    #[test]
-    #[cfg(target_pointer_width = "64")]
-    fn a_scheduled_task_cell_stays_small() {
-        fn cell_size<F: FnOnce() + Send + 'static>(_: &F) -> usize {
-            std::mem::size_of::<ScheduledTask<F, ()>>()
-        }
-        assert_eq!(cell_size(&|| ()), 56);
     }
 }

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::timer::Nanos;
+use super::Nanos;
 
 /// Converts between `Instant`, `Duration` and nanoseconds since `origin`.
 #[derive(Clone, Copy, Debug)]

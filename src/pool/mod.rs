@@ -39,21 +39,27 @@
 use std::cell::Cell;
 use std::ptr;
 
-use crate::error::{SubmitError, SubmitErrorKind};
-use crate::handle::TaskHandle;
-use crate::hooks::Hooks;
-use crate::job::Job;
-use crate::lifecycle::Lifecycle;
-use crate::metrics::{Metrics, WorkerStats};
-use crate::periodic::{Period, PeriodicTask};
-use crate::scheduled::{ScheduledHandle, ScheduledTask};
-use crate::sleep::Sleep;
 use crate::sync::deque::{Injector, Steal, Stealer, Worker};
 use crate::sync::{fence, Arc, CachePadded, Ordering, StdArc};
-use crate::task::TaskCell;
-use crate::timer::driver::Timer;
-use crate::timer::Nanos;
-use crate::worker::WorkerContext;
+use crate::task::{
+    Job, PanicPayload, Period, PeriodicTask, ScheduledTask, TaskCell, TaskContext, TimerEntry,
+};
+use crate::time::Nanos;
+use crate::timer::driver::{self, Timer, Workers};
+
+pub(crate) mod hooks;
+pub(crate) mod lifecycle;
+pub(crate) mod sleep;
+pub(crate) mod stats;
+pub(crate) mod submit_error;
+pub(crate) mod worker;
+
+use hooks::Hooks;
+use lifecycle::Lifecycle;
+use sleep::Sleep;
+use stats::WorkerStats;
+pub use submit_error::{SubmitError, SubmitErrorKind};
+use worker::WorkerContext;
 
 crate::sync::thread_local! {
     /// The pool whose worker or timer thread this is, or null (see the
@@ -105,8 +111,8 @@ impl Pool {
         self.stealers.len()
     }
 
-    /// The user's hooks, through which every panic of user code that has
-    /// no handle to go to is reported (see `hooks.rs`).
+    /// The user's hooks (the thread hooks; `on_panic` is reached through
+    /// the pool's [`TaskContext`]).
     pub(crate) fn hooks(&self) -> &Hooks {
         &self.hooks
     }
@@ -128,25 +134,26 @@ impl Pool {
         &self.stats[index]
     }
 
-    /// Queues `f` as a task with a handle. `worker` is the calling
-    /// thread's worker context if it is a worker of this pool.
+    /// Queues `f` as a task and returns its cell (for its handle).
+    /// `worker` is the calling thread's worker context if it is a worker
+    /// of this pool.
     pub(crate) fn submit<F, T>(
-        pool: &Arc<Self>,
+        &self,
         worker: Option<&WorkerContext>,
         f: F,
-    ) -> Result<TaskHandle<T>, SubmitError<F>>
+    ) -> Result<StdArc<TaskCell<F, T>>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
         let cell = StdArc::new(TaskCell::new(f));
-        match pool.push(worker, Job::task(StdArc::clone(&cell))) {
-            Ok(()) => Ok(TaskHandle::new(cell, Arc::clone(pool))),
+        match self.push(worker, Job::task(StdArc::clone(&cell))) {
+            Ok(()) => Ok(cell),
             Err(job) => {
                 // Take the closure back before the refused job is given up
                 // (that would cancel the task and drop the closure).
                 let f = cell.reclaim();
-                job.cancel(pool.hooks());
+                job.cancel(self);
                 match f {
                     Some(f) => Err(SubmitError::new(f, SubmitErrorKind::Shutdown)),
                     None => unreachable!("a refused task never ran"),
@@ -223,43 +230,45 @@ impl Pool {
     /// Schedules `f` to run at `deadline` (nanoseconds on the timer's
     /// clock), `now` being the time the caller read (one clock read per
     /// submission: it costs as much as the rest of the insert). A deadline
-    /// at or before `now` goes straight to the workers.
+    /// at or before `now` goes straight to the workers. Returns the task's
+    /// cell (for its handle).
     pub(crate) fn schedule<F, T>(
-        pool: &Arc<Self>,
+        &self,
         f: F,
         now: Nanos,
         deadline: Nanos,
-    ) -> Result<ScheduledHandle<T>, SubmitError<F>>
+    ) -> Result<StdArc<ScheduledTask<F, T>>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        if !pool.enter() {
+        if !self.enter() {
             return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
         }
         if deadline <= now {
             let cell = StdArc::new(ScheduledTask::new(f, deadline));
-            pool.push_due(Job::task(StdArc::clone(&cell)));
-            pool.leave();
-            return Ok(ScheduledHandle::new(cell, Arc::clone(pool)));
+            self.push_due(Job::task(StdArc::clone(&cell)));
+            self.leave();
+            return Ok(cell);
         }
-        if !pool.timer.reserve() {
-            pool.leave();
+        if !self.timer.reserve() {
+            self.leave();
             return Err(SubmitError::new(f, SubmitErrorKind::TooManyScheduled));
         }
         let cell = StdArc::new(ScheduledTask::new(f, deadline));
-        pool.timer.insert_reserved(cell.clone());
-        pool.leave();
-        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
+        self.timer.insert_reserved(cell.clone());
+        self.leave();
+        Ok(cell)
     }
 
-    /// Schedules the periodic task `f`, first due at `first`.
+    /// Schedules the periodic task `f`, first due at `first`, and returns
+    /// its cell (for its handle).
     pub(crate) fn schedule_periodic<F>(
-        pool: &Arc<Self>,
+        &self,
         f: F,
         first: Nanos,
         period: Period,
-    ) -> Result<ScheduledHandle<()>, SubmitError<F>>
+    ) -> Result<StdArc<PeriodicTask<F>>, SubmitError<F>>
     where
         F: FnMut() + Send + 'static,
     {
@@ -269,23 +278,23 @@ impl Pool {
         ) {
             return Err(SubmitError::new(f, SubmitErrorKind::ZeroPeriod));
         }
-        if !pool.enter() {
+        if !self.enter() {
             return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
         }
-        if !pool.timer.reserve() {
-            pool.leave();
+        if !self.timer.reserve() {
+            self.leave();
             return Err(SubmitError::new(f, SubmitErrorKind::TooManyScheduled));
         }
         let cell = StdArc::new(PeriodicTask::new(f, first, period));
-        pool.timer.insert_reserved(cell.clone());
-        pool.leave();
-        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
+        self.timer.insert_reserved(cell.clone());
+        self.leave();
+        Ok(cell)
     }
 
     /// Admits the re-arming of a periodic task after a run (false: stop it,
     /// the pool was shut down and keeps no periodic task, or stopped). An
     /// admitted one calls [`rearm_done`](Self::rearm_done) after it re-armed.
-    pub(crate) fn rearm_admitted(&self) -> bool {
+    fn rearm_admitted(&self) -> bool {
         if !self.lifecycle.enter_rearm() {
             return false;
         }
@@ -297,7 +306,7 @@ impl Pool {
     }
 
     /// See [`rearm_admitted`](Self::rearm_admitted).
-    pub(crate) fn rearm_done(&self) {
+    fn rearm_done(&self) {
         self.leave();
     }
 
@@ -371,21 +380,88 @@ impl Pool {
         drained
     }
 
-    pub(crate) fn metrics(&self) -> Metrics {
-        let mut m = Metrics {
-            worker_threads: self.workers(),
-            queued_tasks: self.injector.len()
-                + self.stealers.iter().map(Stealer::len).sum::<usize>(),
-            scheduled_tasks: self.timer.pending(),
-            ..Metrics::default()
-        };
-        for stats in self.stats.iter() {
-            m.active_workers += usize::from(stats.is_busy());
-            m.completed_tasks += stats.completed();
-            m.panicked_tasks += stats.panicked();
-        }
-        m
+    /// Jobs in the queues right now (a snapshot).
+    pub(crate) fn queued_jobs(&self) -> usize {
+        self.injector.len() + self.stealers.iter().map(Stealer::len).sum::<usize>()
     }
+
+    /// Every worker's counters.
+    pub(crate) fn worker_stats(&self) -> impl Iterator<Item = &WorkerStats> {
+        self.stats.iter().map(|stats| &**stats)
+    }
+}
+
+/// What the pool's tasks need of it (see `task/context.rs`).
+impl TaskContext for Pool {
+    fn show_panic(&self, payload: &PanicPayload) {
+        self.hooks.show_panic(payload);
+    }
+
+    fn now(&self) -> Nanos {
+        self.timer.clock.now()
+    }
+
+    /// The closure of a task that is not re-armed is dropped by the task
+    /// after this returns, outside the re-arm's admission: `shutdown_now`
+    /// waits for admitted re-arms, so a destructor that calls it must not
+    /// run inside one.
+    fn rearm(&self, entry: StdArc<dyn TimerEntry>, reset: &mut dyn FnMut() -> bool) -> bool {
+        if !self.rearm_admitted() {
+            return false;
+        }
+        let reset = reset();
+        if reset {
+            self.timer.reinsert(entry);
+        }
+        self.rearm_done();
+        reset
+    }
+
+    fn note_cancelled(&self) {
+        self.timer.note_cancelled();
+    }
+}
+
+/// What the timer thread needs of the pool (see `timer/driver`).
+impl Workers for Pool {
+    fn timer(&self) -> &Timer {
+        &self.timer
+    }
+
+    fn hand_over(&self, job: Job) {
+        self.push_due_quietly(job);
+    }
+
+    fn notify(&self) {
+        self.sleep.notify_work();
+    }
+
+    fn wake_all(&self) {
+        self.sleep.wake_all();
+    }
+
+    fn is_stopped(&self) -> bool {
+        self.lifecycle.is_stopped()
+    }
+
+    fn is_shut_down(&self) -> bool {
+        self.lifecycle.is_shut_down()
+    }
+
+    fn all_exited(&self) -> bool {
+        self.lifecycle.is_terminated()
+    }
+
+    fn some_worker_sleeps(&self) -> bool {
+        self.sleep.some_worker_sleeps()
+    }
+}
+
+/// The body of the timer thread of `pool` (see `timer/driver`), marked as
+/// one of the pool's own threads.
+pub(crate) fn run_timer(pool: Arc<Pool>, spin: Nanos) {
+    let _own = pool.own_thread();
+    driver::run(&*pool, spin);
 }
 
 impl Drop for Pool {
@@ -395,7 +471,7 @@ impl Drop for Pool {
         let mut left = Vec::new();
         drain(|| self.injector.steal(), &mut left);
         for job in left {
-            job.cancel(&self.hooks);
+            job.cancel(&*self);
         }
     }
 }
@@ -438,9 +514,10 @@ fn drain(mut steal: impl FnMut() -> Steal<Job>, into: &mut Vec<Job>) {
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
-    use crate::error::TaskError;
-    use crate::loom_support::{bare_pool, join_all, model, spawn_workers, DropCounter};
+    use crate::handle::TaskHandle;
+    use crate::loom_support::{bare_pool, join_all, model, spawn_workers, submit, DropCounter};
     use crate::sync::{thread, AtomicUsize};
+    use crate::task::TaskError;
 
     /// A closure that counts its runs and holds a drop guard.
     fn counted(ran: &Arc<AtomicUsize>, drops: &DropCounter) -> impl FnOnce() -> u32 + Send {
@@ -459,7 +536,7 @@ mod loom_model {
         f: impl FnOnce() -> u32 + Send + 'static,
     ) -> thread::JoinHandle<Option<TaskHandle<u32>>> {
         let pool = Arc::clone(pool);
-        thread::spawn(move || match Pool::submit(&pool, None, f) {
+        thread::spawn(move || match submit(&pool, f) {
             Ok(handle) => Some(handle),
             Err(refused) => {
                 assert_eq!(refused.kind(), SubmitErrorKind::Shutdown);
@@ -535,7 +612,7 @@ mod loom_model {
             // The parent, queued before the worker starts: it submits the
             // subtask from the worker, to the worker's own deque, and joins
             // it.
-            let parent = Pool::submit(&pool, None, move || match crate::current::submit(sub) {
+            let parent = submit(&pool, move || match crate::current::submit(sub) {
                 Ok(handle) => Some(handle.join()),
                 Err(refused) => {
                     assert_eq!(refused.kind(), SubmitErrorKind::Shutdown);

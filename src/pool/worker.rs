@@ -9,13 +9,12 @@ use std::ptr;
 use std::task::Waker;
 use std::time::Instant;
 
-use crate::hooks::Hooks;
-use crate::job::{Job, RunOutcome};
-use crate::parker;
-use crate::pool::Pool;
 use crate::sync::deque::{Steal, Worker};
+use crate::sync::parker;
 use crate::sync::{Arc, Backoff, StdArc};
-use crate::task::Header;
+use crate::task::{Header, Job, RunOutcome, TaskContext};
+
+use super::Pool;
 
 /// What a worker thread knows about itself.
 pub(crate) struct WorkerContext {
@@ -80,7 +79,7 @@ pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
     // Empty, unless a job pushed after `shutdown_now` drained it was not
     // taken back yet (see `Pool::push_local`): give it up.
     while let Some(job) = local.pop() {
-        job.cancel(pool.hooks());
+        job.cancel(&*pool);
     }
     drop(local);
     drop(own);
@@ -93,29 +92,33 @@ pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
 /// Waits until the task behind `header` is final or `deadline` passes;
 /// true if it is final. On a worker thread the wait runs queued work. The
 /// wait registers a waker of its own, and a waker it replaces (one a poll
-/// of the handle left, user code) is dropped through `hooks`.
-pub(crate) fn wait_until_final(header: &Header, deadline: Option<Instant>, hooks: &Hooks) -> bool {
+/// of the handle left, user code) is dropped through `ctx`.
+pub(crate) fn wait_until_final(
+    header: &Header,
+    deadline: Option<Instant>,
+    ctx: &dyn TaskContext,
+) -> bool {
     if header.is_final() {
         return true;
     }
-    with_current(|ctx| match ctx {
-        Some(ctx) => ctx.help_until_final(header, deadline, hooks),
-        None => block_until_final(header, deadline, hooks),
+    with_current(|worker| match worker {
+        Some(worker) => worker.help_until_final(header, deadline, ctx),
+        None => block_until_final(header, deadline, ctx),
     })
 }
 
 /// Registers `waker` with the task behind `header`, dropping the wakers it
-/// replaced through `hooks`; false if the task is already final.
-fn register(header: &Header, waker: &Waker, hooks: &Hooks) -> bool {
+/// replaced through `ctx`; false if the task is already final.
+fn register(header: &Header, waker: &Waker, ctx: &dyn TaskContext) -> bool {
     let registration = header.register(waker);
-    hooks.drop_reporting(registration.stale);
+    ctx.drop_reporting(registration.stale);
     registration.registered
 }
 
 /// The wait of a thread outside any pool: park until the task wakes us.
-fn block_until_final(header: &Header, deadline: Option<Instant>, hooks: &Hooks) -> bool {
+fn block_until_final(header: &Header, deadline: Option<Instant>, ctx: &dyn TaskContext) -> bool {
     let parker = parker::current();
-    if !register(header, &Waker::from(StdArc::clone(&parker)), hooks) {
+    if !register(header, &Waker::from(StdArc::clone(&parker)), ctx) {
         return true;
     }
     loop {
@@ -264,7 +267,12 @@ impl WorkerContext {
     /// A task on this worker joins another task: run queued work until it
     /// is final, sleeping (as an idle worker, so new work wakes us to help)
     /// when there is none. True if final, false if `deadline` passed.
-    fn help_until_final(&self, header: &Header, deadline: Option<Instant>, hooks: &Hooks) -> bool {
+    fn help_until_final(
+        &self,
+        header: &Header,
+        deadline: Option<Instant>,
+        ctx: &dyn TaskContext,
+    ) -> bool {
         let pool = &*self.pool;
         let mut searching = false;
         let mut registered = false;
@@ -289,7 +297,7 @@ impl WorkerContext {
             if !registered {
                 registered = true;
                 let waker = Waker::from(StdArc::clone(pool.sleep.parker(self.index)));
-                if !register(header, &waker, hooks) {
+                if !register(header, &waker, ctx) {
                     continue;
                 }
             }
@@ -339,8 +347,8 @@ impl WorkerContext {
 mod loom_model {
     use super::*;
     use crate::handle::TaskHandle;
-    use crate::hooks::Hooks;
-    use crate::loom_support::{bare_pool, expected_panic, join_all, model, spawn_workers};
+    use crate::loom_support::{bare_pool, expected_panic, join_all, model, spawn_workers, submit};
+    use crate::pool::hooks::Hooks;
     use crate::sync::{AtomicUsize, Ordering};
 
     /// One outside submit to `workers` real workers that are going to
@@ -348,7 +356,7 @@ mod loom_model {
     fn submit_to_sleepy_workers(workers: usize) {
         let (pool, deques) = bare_pool(workers, Default::default());
         let workers = spawn_workers(&pool, deques);
-        let task = Pool::submit(&pool, None, || 7).expect("the pool is running");
+        let task = submit(&pool, || 7).expect("the pool is running");
         assert_eq!(task.join().ok(), Some(7));
         pool.shutdown();
         join_all(workers);
@@ -371,7 +379,7 @@ mod loom_model {
     /// A task that submits two subtasks to its worker's deque and joins
     /// both (23 once both ran).
     fn submit_parent(pool: &Arc<Pool>) -> TaskHandle<u32> {
-        Pool::submit(pool, None, || {
+        submit(pool, || {
             // The oldest in the deque: what a thief takes first.
             let stolen = crate::current::submit(|| 2).unwrap();
             // The newest: the joining worker runs it itself.
@@ -389,7 +397,7 @@ mod loom_model {
             let workers = spawn_workers(&pool, deques);
             // One steal from the worker's deque, as another worker would.
             if let Steal::Success(job) = pool.stealers[0].steal() {
-                job.run(&pool);
+                job.run(&*pool);
             }
             assert_eq!(parent.join().ok(), Some(23));
             pool.shutdown();
@@ -424,12 +432,13 @@ mod loom_model {
             let workers = spawn_workers(&pool, deques);
             pool.execute(None, || expected_panic())
                 .expect("the pool is running");
-            let after = Pool::submit(&pool, None, || 7).expect("the pool is running");
+            let after = submit(&pool, || 7).expect("the pool is running");
             assert_eq!(after.join().ok(), Some(7));
             pool.shutdown();
             join_all(workers);
             assert_eq!(panics.load(Ordering::SeqCst), 1);
-            assert_eq!(pool.metrics().panicked_tasks, 1);
+            let panicked: u64 = pool.worker_stats().map(|s| s.panicked()).sum();
+            assert_eq!(panicked, 1);
         });
     }
 }

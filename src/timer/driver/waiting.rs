@@ -45,7 +45,7 @@
 //! 0), which is that inherited value, so the timer thread never overrides
 //! a slack the process set.
 
-use super::Nanos;
+use crate::time::Nanos;
 
 /// At most this many timers for a tight slack and a spin.
 const FEW_TIMERS: usize = 64;

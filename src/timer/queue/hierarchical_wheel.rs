@@ -642,7 +642,7 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::timer::RETAINED_ITEMS;
+    use crate::timer::queue::items::RETAINED_ITEMS;
 
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -1024,7 +1024,7 @@ mod tests {
     #[cfg(target_pointer_width = "64")]
     fn an_entry_costs_48_bytes_for_a_fat_arc() {
         type Fat = Arc<dyn Fn() + Send + Sync>;
-        let slab = std::mem::size_of::<super::super::SlabSlot<Entry<Fat>>>();
+        let slab = std::mem::size_of::<crate::timer::queue::slab::SlabSlot<Entry<Fat>>>();
         let item = std::mem::size_of::<Item>();
         println!("slab slot for Arc<dyn Trait>: {slab} bytes, item {item} bytes");
         assert_eq!(slab + item, 48);

@@ -1,4 +1,5 @@
-//! The one place the crate takes its synchronisation primitives from.
+//! The bottom layer: the one place the crate takes its synchronisation
+//! primitives from, and the two it builds itself ([`parker`], [`ring`]).
 //!
 //! Every other module imports atomics, `Arc`, locks, threads, thread locals,
 //! `UnsafeCell` and the work-stealing deque from here and nowhere else, so
@@ -13,6 +14,9 @@
 //!
 //! loom does not model time: under loom a timed wait never times out, so
 //! nothing in the crate may rely on a timeout firing for progress.
+
+pub(crate) mod parker;
+pub(crate) mod ring;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};

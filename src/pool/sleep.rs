@@ -47,7 +47,7 @@
 
 use std::time::Instant;
 
-use crate::parker::Parker;
+use crate::sync::parker::Parker;
 use crate::sync::{fence, AtomicUsize, Mutex, Ordering, StdArc};
 
 /// One sleeping worker in the state word (low half).

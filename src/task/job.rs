@@ -1,7 +1,7 @@
 //! A unit of work in a queue: [`Job`], a type-erased `FnOnce` in 16 bytes.
 //!
 //! A job is either a closure submitted with `execute` (nobody waits for it)
-//! or a reference to a task cell submitted with `submit` (see `task.rs`).
+//! or a reference to a task cell submitted with `submit` (see `cell.rs`).
 //! Queues move jobs around a lot, so a `Job` is kept to two words — a
 //! pointer to a per-type table of functions, and one word of storage — which
 //! moves in registers and packs four to a cache line in the deques. A value
@@ -21,11 +21,11 @@ use std::mem::{self, ManuallyDrop, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use crate::error::PanicPayload;
-use crate::hooks::Hooks;
-use crate::pool::Pool;
 use crate::sync::StdArc;
-use crate::unwind::ignore_panic;
+
+use super::context::{NoPool, TaskContext};
+use super::error::PanicPayload;
+use super::unwind::ignore_panic;
 
 /// What running a job did, for the worker's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,9 +54,9 @@ unsafe impl Send for Job {}
 /// The functions of one concrete `U: Unit` stored in a job.
 struct VTable {
     /// Takes the value out of the slot and runs it.
-    run: unsafe fn(&mut Slot, &Pool) -> RunOutcome,
+    run: unsafe fn(&mut Slot, &dyn TaskContext) -> RunOutcome,
     /// Takes the value out of the slot and cancels it.
-    cancel: unsafe fn(&mut Slot, &Hooks),
+    cancel: unsafe fn(&mut Slot, &dyn TaskContext),
     /// The `TypeId` of `U`.
     type_id: fn() -> TypeId,
 }
@@ -102,8 +102,8 @@ impl<U: Unit> VTableOf<U> {
     const VTABLE: VTable = VTable {
         // SAFETY (of both): `Job` calls one of these once, on the slot
         // that `Job::new::<U>` filled, and never touches the slot afterwards.
-        run: |slot, pool| unsafe { take::<U>(slot) }.run(pool),
-        cancel: |slot, hooks| unsafe { take::<U>(slot) }.cancel(hooks),
+        run: |slot, ctx| unsafe { take::<U>(slot) }.run(ctx),
+        cancel: |slot, ctx| unsafe { take::<U>(slot) }.cancel(ctx),
         type_id: TypeId::of::<U>,
     };
 }
@@ -144,20 +144,20 @@ impl Job {
     /// detached closure's captures, the output of a task whose handle is
     /// gone) is caught and reported too.
     #[inline]
-    pub(crate) fn run(self, pool: &Pool) -> RunOutcome {
+    pub(crate) fn run(self, ctx: &dyn TaskContext) -> RunOutcome {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: the vtable and the slot were made together by `Job::new`;
         // `this` is never dropped, so the value is taken exactly once.
-        unsafe { (this.vtable.run)(&mut this.slot, pool) }
+        unsafe { (this.vtable.run)(&mut this.slot, ctx) }
     }
 
     /// Gives the job up unrun: drops its closure and cancels its task, if
     /// it has one. A panic of that user code (the closure's destructor, the
-    /// task's waker) is reported through `hooks`, never unwound.
-    pub(crate) fn cancel(self, hooks: &Hooks) {
+    /// task's waker) is reported through `ctx`, never unwound.
+    pub(crate) fn cancel(self, ctx: &dyn TaskContext) {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: as in `run`.
-        unsafe { (this.vtable.cancel)(&mut this.slot, hooks) }
+        unsafe { (this.vtable.cancel)(&mut this.slot, ctx) }
     }
 }
 
@@ -169,7 +169,7 @@ impl Drop for Job {
         let (cancel, slot) = (self.vtable.cancel, &mut self.slot);
         // SAFETY: as in `run`: made together, taken once (this is the last
         // use of the job).
-        ignore_panic(|| unsafe { cancel(slot, &Hooks::NONE) });
+        ignore_panic(|| unsafe { cancel(slot, &NoPool) });
     }
 }
 
@@ -182,42 +182,42 @@ impl std::fmt::Debug for Job {
 /// What a job can hold.
 trait Unit: Send + 'static {
     /// Runs it (see [`Job::run`]).
-    fn run(self, pool: &Pool) -> RunOutcome;
+    fn run(self, ctx: &dyn TaskContext) -> RunOutcome;
 
     /// Gives it up unrun (see [`Job::cancel`]).
-    fn cancel(self, hooks: &Hooks);
+    fn cancel(self, ctx: &dyn TaskContext);
 }
 
 /// A closure from `execute`.
 struct Detached<F>(F);
 
 impl<F: FnOnce() + Send + 'static> Unit for Detached<F> {
-    fn run(self, pool: &Pool) -> RunOutcome {
+    fn run(self, ctx: &dyn TaskContext) -> RunOutcome {
         // The captures are dropped inside the call, so inside catch_unwind.
         match catch_unwind(AssertUnwindSafe(self.0)) {
             Ok(()) => RunOutcome::Completed,
             Err(payload) => {
-                pool.hooks().report(PanicPayload::new(payload));
+                ctx.report(PanicPayload::new(payload));
                 RunOutcome::Panicked
             }
         }
     }
 
-    fn cancel(self, hooks: &Hooks) {
-        hooks.drop_reporting(self.0);
+    fn cancel(self, ctx: &dyn TaskContext) {
+        ctx.drop_reporting(self.0);
     }
 }
 
 /// A task cell as the queues see it.
 pub(crate) trait Runnable: Send + Sync + 'static {
-    /// Runs the task in `this` if it is still scheduled, for `pool`
-    /// (catching a panic and reporting it to the pool's hook); `Skipped` if
+    /// Runs the task in `this` if it is still scheduled, in `ctx`
+    /// (catching a panic and showing it to the context); `Skipped` if
     /// it was cancelled.
-    fn run(this: &StdArc<Self>, pool: &Pool) -> RunOutcome;
+    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome;
 
     /// Cancels the task if it has not started (its job is given up unrun),
-    /// reporting panics of its user code through `hooks`.
-    fn abandon(&self, hooks: &Hooks);
+    /// reporting panics of its user code through `ctx`.
+    fn abandon(&self, ctx: &dyn TaskContext);
 }
 
 /// A task with a handle: the queue's reference to its cell (`None` once
@@ -226,21 +226,21 @@ pub(crate) trait Runnable: Send + Sync + 'static {
 struct TaskRef<C: Runnable>(Option<StdArc<C>>);
 
 impl<C: Runnable> Unit for TaskRef<C> {
-    fn run(mut self, pool: &Pool) -> RunOutcome {
+    fn run(mut self, ctx: &dyn TaskContext) -> RunOutcome {
         let Some(cell) = self.0.take() else {
             return RunOutcome::Skipped;
         };
-        let outcome = C::run(&cell, pool);
+        let outcome = C::run(&cell, ctx);
         // If the handle is gone, this drops the task's output: a panic of
         // its destructor goes to the hook (the task's own outcome stands).
-        pool.hooks().drop_reporting(cell);
+        ctx.drop_reporting(cell);
         outcome
     }
 
-    fn cancel(mut self, hooks: &Hooks) {
+    fn cancel(mut self, ctx: &dyn TaskContext) {
         if let Some(cell) = self.0.take() {
-            cell.abandon(hooks);
-            hooks.drop_reporting(cell);
+            cell.abandon(ctx);
+            ctx.drop_reporting(cell);
         }
     }
 }
@@ -250,7 +250,7 @@ impl<C: Runnable> Drop for TaskRef<C> {
     /// (only while unwinding out of them) still cancels its task.
     fn drop(&mut self) {
         if let Some(cell) = self.0.take() {
-            cell.abandon(&Hooks::NONE);
+            cell.abandon(&NoPool);
         }
     }
 }
@@ -258,27 +258,16 @@ impl<C: Runnable> Drop for TaskRef<C> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::task::context::TestContext;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-
-    /// A pool with no threads, whose `on_panic` hook calls `hook`.
-    fn pool_with_hook(hook: impl Fn(&PanicPayload) + Send + Sync + 'static) -> Pool {
-        let hooks = Hooks {
-            on_panic: Some(Box::new(hook)),
-            ..Default::default()
-        };
-        let policy = crate::timer::driver::ShutdownPolicy {
-            keep_delayed: true,
-            keep_periodic: false,
-        };
-        let timer = crate::timer::driver::Timer::new(Default::default(), policy, usize::MAX);
-        Pool::new(1, hooks, timer).0
-    }
 
     #[test]
     fn small_closures_are_inline_and_large_ones_boxed() {
         assert!(is_inline::<Detached<u64>>());
-        assert!(is_inline::<TaskRef<crate::task::TaskCell<fn() -> u8, u8>>>());
+        assert!(is_inline::<
+            TaskRef<crate::task::cell::TaskCell<fn() -> u8, u8>>,
+        >());
         assert!(!is_inline::<Detached<[u64; 2]>>());
         assert!(!is_inline::<Detached<u128>>() || mem::align_of::<u128>() <= 8);
         assert_eq!(mem::size_of::<Job>(), 16);
@@ -304,9 +293,9 @@ mod tests {
             }),
         ];
         assert_eq!(Arc::strong_count(&counter), 3);
-        let pool = pool_with_hook(|_| ());
+        let ctx = TestContext::default();
         for job in jobs {
-            assert_eq!(job.run(&pool), RunOutcome::Completed);
+            assert_eq!(job.run(&ctx), RunOutcome::Completed);
         }
         assert_eq!(ran.load(Ordering::SeqCst), 2);
         assert_eq!(
@@ -353,14 +342,29 @@ mod tests {
 
     #[test]
     fn a_panicking_job_is_caught_and_reported() {
-        let seen = Arc::new(AtomicUsize::new(0));
-        let s = seen.clone();
-        let pool = pool_with_hook(move |p| {
-            assert_eq!(p.message(), Some("expected"));
-            s.fetch_add(1, Ordering::SeqCst);
-        });
-        let outcome = Job::detached(|| std::panic::panic_any("expected")).run(&pool);
+        let ctx = TestContext::default();
+        let outcome = Job::detached(|| std::panic::panic_any("expected")).run(&ctx);
         assert_eq!(outcome, RunOutcome::Panicked);
-        assert_eq!(seen.load(Ordering::SeqCst), 1);
+        assert_eq!(*ctx.panics.lock().unwrap(), [Some("expected".to_owned())]);
+    }
+
+    /// A capture whose destructor panics.
+    struct PanicsOnDrop;
+
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("expected: dropped");
+        }
+    }
+
+    #[test]
+    fn a_job_given_up_reports_its_closures_panic_and_never_unwinds() {
+        let ctx = TestContext::default();
+        let capture = PanicsOnDrop;
+        Job::detached(move || drop(capture)).cancel(&ctx);
+        assert_eq!(
+            *ctx.panics.lock().unwrap(),
+            [Some("expected: dropped".to_owned())]
+        );
     }
 }

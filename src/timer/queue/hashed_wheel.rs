@@ -595,8 +595,9 @@ mod tests {
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
-    use super::super::{SlabSlot, RETAINED_ITEMS};
     use super::*;
+    use crate::timer::queue::items::RETAINED_ITEMS;
+    use crate::timer::queue::slab::SlabSlot;
 
     /// Pops every entry due at `now`, values only, in pop order.
     fn pop_all<T: Copy>(q: &mut HashedWheel<T>, now: Nanos) -> Vec<T> {

@@ -5,7 +5,7 @@
 //! # Ground rules
 //!
 //! A periodic task is a cell with the same state word as a one-shot task
-//! (`task.rs`). A worker claims it (SCHEDULED -> RUNNING), runs the closure,
+//! (`state.rs`). A worker claims it (SCHEDULED -> RUNNING), runs the closure,
 //! computes the next deadline, moves it back to SCHEDULED (`try_reset`,
 //! `Release`) and only *then* hands it to the timer again; the next run
 //! claims it with `Acquire`. So a run never overlaps the previous one, and
@@ -21,21 +21,21 @@
 //! * `deadline` is written only by the runner (before the reset that
 //!   publishes it) and at creation; the timer and the handle read it.
 //! * The closure is dropped when the task ends (cancelled, panicked, or
-//!   stopped by a shutdown), through the pool's hooks: a panic of its
+//!   stopped by a shutdown), through the task's context: a panic of its
 //!   captures' destructors goes to `on_panic` and changes nothing else (the
 //!   handle still reports how the task ended).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::error::{PanicPayload, TaskError};
-use crate::hooks::Hooks;
-use crate::job::{Job, RunOutcome, Runnable};
-use crate::pool::Pool;
 use crate::sync::cell::UnsafeCell;
 use crate::sync::{AtomicU64, Ordering, StdArc};
-use crate::task::{Header, Joinable, PeriodicCancel, RUNNING};
-use crate::timer::driver::TimerEntry;
-use crate::timer::Nanos;
+use crate::time::Nanos;
+
+use super::context::TaskContext;
+use super::entry::TimerEntry;
+use super::error::{PanicPayload, TaskError};
+use super::job::{Job, RunOutcome, Runnable};
+use super::state::{Header, Joinable, PeriodicCancel, RUNNING};
 
 /// What a fixed-rate task does when a run ends after the next one was due
 /// (the task ran long, or the pool was busy), drawn for a period of 10
@@ -180,31 +180,31 @@ impl<F: FnMut() + Send + 'static> PeriodicTask<F> {
     }
 
     /// Drops the closure. Only its owner (module doc) calls this.
-    fn drop_job(&self, hooks: &Hooks) {
+    fn drop_job(&self, ctx: &dyn TaskContext) {
         // SAFETY: the caller holds RUNNING or won SCHEDULED -> CANCELLED,
         // which makes it the only thread touching `job`.
         let job = self.job.with_mut(|job| unsafe { (*job).take() });
-        hooks.drop_reporting(job);
+        ctx.drop_reporting(job);
     }
 
     /// Ends the task after a run: no further run.
-    fn stop_after_run(&self, hooks: &Hooks) {
-        self.drop_job(hooks);
+    fn stop_after_run(&self, ctx: &dyn TaskContext) {
+        self.drop_job(ctx);
         if let Some(waker) = self.header.finish_cancelled() {
-            hooks.wake(waker);
+            ctx.wake(waker);
         }
     }
 
     /// Ends a task that `cancel_periodic` stopped between runs: `counted`
     /// (the bookkeeping), then the closure is dropped and the waiter woken.
     /// True if it was stopped or is stopping (a run in progress).
-    fn cancel_then(&self, hooks: &Hooks, counted: impl FnOnce()) -> bool {
+    fn cancel_then(&self, ctx: &dyn TaskContext, counted: impl FnOnce()) -> bool {
         match self.header.cancel_periodic() {
             PeriodicCancel::Stopped { wake } => {
                 counted();
-                self.drop_job(hooks);
+                self.drop_job(ctx);
                 if let Some(waker) = wake.then(|| self.header.take_waiter()).flatten() {
-                    hooks.wake(waker);
+                    ctx.wake(waker);
                 }
                 true
             }
@@ -229,44 +229,36 @@ impl<F: FnMut() + Send + 'static> PeriodicTask<F> {
 }
 
 impl<F: FnMut() + Send + 'static> Runnable for PeriodicTask<F> {
-    fn run(this: &StdArc<Self>, pool: &Pool) -> RunOutcome {
+    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         if this.header.leave_scheduled(RUNNING).is_none() {
             return RunOutcome::Skipped;
         }
-        let hooks = pool.hooks();
         if let Err(payload) = this.run_once() {
             let payload = PanicPayload::new(payload);
-            hooks.show_panic(&payload);
-            this.drop_job(hooks);
+            ctx.show_panic(&payload);
+            this.drop_job(ctx);
             // SAFETY: we hold RUNNING: nobody reads `panic` until COMPLETE.
             this.panic.with_mut(|slot| unsafe { *slot = Some(payload) });
             if let Some(waker) = this.header.complete() {
-                hooks.wake(waker);
+                ctx.wake(waker);
             }
             return RunOutcome::Panicked;
         }
         let due = this.deadline.load(Ordering::Relaxed);
-        let next = this.period.next(due, || pool.timer.clock.now());
+        let next = this.period.next(due, || ctx.now());
         this.deadline.store(next, Ordering::Relaxed);
         // The closure is dropped (user code) only after the re-arm's
         // admission has ended: `shutdown_now` waits for admitted re-arms,
         // so a destructor that calls it must not run inside one.
-        let rearmed = pool.rearm_admitted() && {
-            let reset = this.header.try_reset();
-            if reset {
-                pool.timer.reinsert(this.clone());
-            }
-            pool.rearm_done();
-            reset
-        };
+        let rearmed = ctx.rearm(this.clone(), &mut || this.header.try_reset());
         if !rearmed {
-            this.stop_after_run(hooks);
+            this.stop_after_run(ctx);
         }
         RunOutcome::Completed
     }
 
-    fn abandon(&self, hooks: &Hooks) {
-        self.cancel_then(hooks, || ());
+    fn abandon(&self, ctx: &dyn TaskContext) {
+        self.cancel_then(ctx, || ());
     }
 }
 
@@ -278,8 +270,8 @@ impl<F: FnMut() + Send + 'static> Joinable<()> for PeriodicTask<F> {
     /// A task stopped between runs leaves a dead entry in the timer: the
     /// cancel is counted there (module doc of `timer::driver`); a run in
     /// progress ends the task itself and re-arms nothing.
-    fn cancel(&self, pool: &Pool) -> bool {
-        self.cancel_then(pool.hooks(), || pool.timer.note_cancelled())
+    fn cancel(&self, ctx: &dyn TaskContext) -> bool {
+        self.cancel_then(ctx, || ctx.note_cancelled())
     }
 
     fn take_output(&self) -> Result<(), TaskError> {
@@ -320,6 +312,97 @@ impl<F: FnMut() + Send + 'static> TimerEntry for PeriodicTask<F> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::task::context::TestContext;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+
+    /// A periodic task that counts its runs and the drops of its closure.
+    fn counting(
+        first: Nanos,
+        period: Period,
+    ) -> (
+        StdArc<PeriodicTask<impl FnMut() + Send>>,
+        Arc<AtomicUsize>,
+        Arc<AtomicUsize>,
+    ) {
+        struct Counted(Arc<AtomicUsize>);
+        impl Drop for Counted {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let (runs, drops) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (r, capture) = (runs.clone(), Counted(drops.clone()));
+        let task = StdArc::new(PeriodicTask::new(
+            move || {
+                let _keep = &capture;
+                r.fetch_add(1, Ordering::SeqCst);
+            },
+            first,
+            period,
+        ));
+        (task, runs, drops)
+    }
+
+    #[test]
+    fn a_run_rearms_through_the_context_at_its_next_deadline() {
+        let ctx = TestContext::default();
+        let (task, runs, drops) = counting(10, rate(MissedRuns::Burst));
+        assert_eq!(Job::task(task.clone()).run(&ctx), RunOutcome::Completed);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert_eq!(ctx.rearmed.lock().unwrap().len(), 1);
+        assert_eq!(TimerEntry::deadline(&*task), 20);
+        assert!(!task.header.is_final());
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "the closure is kept");
+    }
+
+    #[test]
+    fn a_fixed_delay_counts_from_the_contexts_clock() {
+        let ctx = TestContext::default();
+        ctx.now.store(100, Ordering::SeqCst);
+        let (task, _, _) = counting(10, Period::FixedDelay { delay: 7 });
+        Job::task(task.clone()).run(&ctx);
+        assert_eq!(TimerEntry::deadline(&*task), 107);
+    }
+
+    #[test]
+    fn a_refused_rearm_ends_the_task_and_drops_its_closure() {
+        let ctx = TestContext::default();
+        ctx.refuse_rearm.store(true, Ordering::SeqCst);
+        let (task, runs, drops) = counting(10, rate(MissedRuns::Burst));
+        assert_eq!(Job::task(task.clone()).run(&ctx), RunOutcome::Completed);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert!(task.header.is_cancelled());
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert!(ctx.rearmed.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_cancel_between_runs_is_counted_and_drops_the_closure() {
+        let ctx = TestContext::default();
+        let (task, runs, drops) = counting(10, rate(MissedRuns::Burst));
+        assert!(Joinable::cancel(&*task, &ctx));
+        assert_eq!(ctx.cancels.load(Ordering::SeqCst), 1);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        assert_eq!(Job::task(task.clone()).run(&ctx), RunOutcome::Skipped);
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        assert!(task.take_output().unwrap_err().is_cancelled());
+    }
+
+    #[test]
+    fn a_panicking_run_ends_the_task_with_its_payload() {
+        crate::task::unwind::quiet_expected_panics();
+        let ctx = TestContext::default();
+        let task = StdArc::new(PeriodicTask::new(
+            || panic!("expected: a periodic run panicked"),
+            10,
+            rate(MissedRuns::Burst),
+        ));
+        assert_eq!(Job::task(task.clone()).run(&ctx), RunOutcome::Panicked);
+        assert_eq!(ctx.panics.lock().unwrap().len(), 1);
+        assert!(ctx.rearmed.lock().unwrap().is_empty());
+        assert!(task.take_output().unwrap_err().is_panic());
+    }
 
     fn rate(missed: MissedRuns) -> Period {
         Period::FixedRate { period: 10, missed }
@@ -456,18 +539,18 @@ mod loom_model {
             let w1 = {
                 let pool = Arc::clone(&pool);
                 thread::spawn(move || {
-                    first.run(&pool);
+                    first.run(&*pool);
                 })
             };
             let w2 = {
                 let pool = Arc::clone(&pool);
                 thread::spawn(move || {
                     for job in pool.timer.drain() {
-                        job.run(&pool);
+                        job.run(&*pool);
                     }
                 })
             };
-            let cancelled = Joinable::cancel(&*cell, &pool);
+            let cancelled = Joinable::cancel(&*cell, &*pool);
             if cancelled {
                 shared.cancelled.store(true, Ordering::SeqCst);
             }

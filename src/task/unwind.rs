@@ -15,7 +15,7 @@
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::error::PanicPayload;
+use super::error::PanicPayload;
 
 /// The most panicking payload drops [`drop_payload`] follows before it
 /// leaks the last payload.
@@ -60,6 +60,28 @@ pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
         }
     }
     std::mem::forget(payload);
+}
+
+/// Keeps the default panic hook quiet about the panics the task layer's
+/// unit tests provoke on purpose (messages that start with "expected"),
+/// and passes any other panic on. Installed once for the test binary.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn quiet_expected_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let payload = info.payload();
+            let expected = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                .is_some_and(|m| m.starts_with("expected"));
+            if !expected {
+                previous(info);
+            }
+        }));
+    });
 }
 
 #[cfg(all(test, not(loom)))]

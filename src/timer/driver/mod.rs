@@ -73,7 +73,7 @@
 //! # Cancelled entries: counted, then swept
 //!
 //! A cancel sends nothing. The canceller moves the task's state to
-//! CANCELLED (dropping its closure at once: `task.rs`) and adds one to the
+//! CANCELLED (dropping its closure at once: `task/cell.rs`) and adds one to the
 //! count of cancels in `dead`; the entry, now dead weight, stays in the
 //! backend until the timer thread *sweeps* the dead entries out in one
 //! O(n) pass ([`DelayQueue::remove_where`]). It sweeps when the count
@@ -152,18 +152,17 @@
 
 use std::time::Instant;
 
-use crate::clock::Clock;
-use crate::hooks::Hooks;
-use crate::job::Job;
-use crate::parker::Parker;
-use crate::pool::Pool;
-use crate::ring::Ring;
-use crate::sync::{
-    fence, Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, StdArc,
-};
+use crate::sync::parker::Parker;
+use crate::sync::ring::Ring;
+use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, StdArc};
+use crate::task::{Job, TaskContext, TimerEntry};
+use crate::time::{Clock, Nanos};
 
-use super::waiting::{Wait, Waiting};
-use super::{DelayQueue, Nanos, TimerQueue};
+use super::queue::DelayQueue;
+use super::TimerQueue;
+use waiting::{Wait, Waiting};
+
+mod waiting;
 
 /// The most commands the queue holds (module doc); 2 under loom, so that
 /// the models reach a full queue.
@@ -200,20 +199,6 @@ const KEEP_ALL: usize = 0;
 const DROP_PERIODIC: usize = 1;
 /// `Timer::shutdown_filter`: every task is dropped.
 const DROP_ALL: usize = 2;
-
-/// What the timer holds for a scheduled task.
-pub(crate) trait TimerEntry: Send + Sync + 'static {
-    /// When it is due.
-    fn deadline(&self) -> Nanos;
-    /// True if it was cancelled (or otherwise finished): not worth keeping.
-    fn is_final(&self) -> bool;
-    /// True for a periodic task.
-    fn is_periodic(&self) -> bool {
-        false
-    }
-    /// The job that runs it.
-    fn into_job(self: StdArc<Self>) -> Job;
-}
 
 /// A task for the timer thread to place. The deadline travels with it, so
 /// that placing it does not read the task (a cache line another core wrote).
@@ -562,12 +547,12 @@ impl Timer {
     }
 
     /// Cancels entries taken by `take_doomed`, without the lock, reporting
-    /// panics of their user code through `hooks`, then takes them off
+    /// panics of their user code through `ctx`, then takes them off
     /// `pending`.
-    fn cancel_doomed(&self, doomed: Vec<Entry>, hooks: &Hooks) {
+    fn cancel_doomed(&self, doomed: Vec<Entry>, ctx: &dyn TaskContext) {
         let n = doomed.len();
         for entry in doomed {
-            entry.into_job().cancel(hooks);
+            entry.into_job().cancel(ctx);
         }
         self.pending.fetch_sub(n, Ordering::SeqCst);
     }
@@ -618,19 +603,44 @@ impl Timer {
     }
 }
 
+/// What the timer thread needs of the workers it hands tasks to: the
+/// pool, which owns the timer (`timer`). A trait, so that the timer layer
+/// does not import the pool layer, which imports it.
+pub(crate) trait Workers: TaskContext {
+    /// The timer these workers are fed by.
+    fn timer(&self) -> &Timer;
+    /// Pushes a task that fell due where the workers take their work,
+    /// without waking one (see [`notify`](Self::notify)).
+    fn hand_over(&self, job: Job);
+    /// Wakes an idle worker for the tasks handed over, unless one is
+    /// looking for work already.
+    fn notify(&self);
+    /// Wakes every idle worker (to look at the shutdown and `pending`).
+    fn wake_all(&self);
+    /// True after `shutdown_now`.
+    fn is_stopped(&self) -> bool;
+    /// True after `shutdown` or `shutdown_now`.
+    fn is_shut_down(&self) -> bool;
+    /// True once every worker has exited.
+    fn all_exited(&self) -> bool;
+    /// Whether some worker sleeps (a racy hint, for the spin before a
+    /// deadline).
+    fn some_worker_sleeps(&self) -> bool;
+}
+
 /// The body of the timer thread of `pool`, which spins for at most `spin`
-/// nanoseconds before a deadline (`waiting`).
-pub(crate) fn run(pool: Arc<Pool>, spin: Nanos) {
-    let _own = pool.own_thread();
-    let clock = pool.timer.clock;
-    run_with_clock(&pool, || clock.now(), Waiting::new(spin));
+/// nanoseconds before a deadline (`waiting`). The pool marks the thread as
+/// its own before it calls this.
+pub(crate) fn run(pool: &impl Workers, spin: Nanos) {
+    let clock = pool.timer().clock;
+    run_with_clock(pool, || clock.now(), Waiting::new(spin));
 }
 
 /// The timer thread's loop, reading the time from `now` (the executor's
 /// clock; a model's explicit time under loom, which does not model time:
 /// there `waiting` never spins).
-fn run_with_clock(pool: &Pool, now: impl Fn() -> Nanos, mut waiting: Waiting) {
-    let timer = &pool.timer;
+fn run_with_clock(pool: &impl Workers, now: impl Fn() -> Nanos, mut waiting: Waiting) {
+    let timer = pool.timer();
     loop {
         match turn(pool, &now) {
             Turn::Exit => {
@@ -639,7 +649,7 @@ fn run_with_clock(pool: &Pool, now: impl Fn() -> Nanos, mut waiting: Waiting) {
             }
             Turn::Again => continue,
             Turn::Sleep { next, held } => {
-                match waiting.plan(next, held, &now, || pool.sleep.some_worker_sleeps()) {
+                match waiting.plan(next, held, &now, || pool.some_worker_sleeps()) {
                     Wait::Park(until) => timer.sleep_until(until),
                     Wait::Spin(until) => timer.spin_until(until, &now),
                 }
@@ -665,8 +675,8 @@ enum Turn {
 /// will sleep until (`armed`) and look for commands once more (module doc).
 /// Entries the shutdown policies dropped are cancelled after the lock is
 /// released, and the turn is taken again (`pending` changed).
-fn turn(pool: &Pool, now: impl Fn() -> Nanos) -> Turn {
-    let timer = &pool.timer;
+fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
+    let timer = pool.timer();
     timer.armed.store(0, Ordering::SeqCst);
     let (locked, doomed) = {
         let mut queue = timer.queue.lock();
@@ -674,7 +684,7 @@ fn turn(pool: &Pool, now: impl Fn() -> Nanos) -> Turn {
         (locked, timer.take_doomed())
     };
     if !doomed.is_empty() {
-        timer.cancel_doomed(doomed, pool.hooks());
+        timer.cancel_doomed(doomed, pool);
         if locked.is_some() {
             return Turn::Again;
         }
@@ -709,26 +719,26 @@ struct Rest {
 
 /// The part of a [`turn`] under the backend lock: `None` if the timer
 /// thread exits, else what the rest of the turn needs.
-fn turn_locked(pool: &Pool, queue: &mut Queue, now: impl Fn() -> Nanos) -> Option<Rest> {
-    let timer = &pool.timer;
+fn turn_locked(pool: &impl Workers, queue: &mut Queue, now: impl Fn() -> Nanos) -> Option<Rest> {
+    let timer = pool.timer();
     timer.apply_commands(queue, now());
     hand_over_due(pool, queue, now());
     timer.sweep_if_due(queue, now());
-    if pool.lifecycle.is_stopped() {
+    if pool.is_stopped() {
         return None;
     }
-    if pool.lifecycle.is_shut_down() {
+    if pool.is_shut_down() {
         timer.cancel_on_shutdown(queue, now());
         if timer.pending() == 0 {
             // Idle workers may have been waiting for the last delayed
             // task: they may exit now.
-            pool.sleep.wake_all();
+            pool.wake_all();
         }
         // Workers exit once nothing is left to run, pending delayed tasks
         // included; until then a running periodic task may still re-arm,
         // so the timer thread stays as long as they do (the last one to
         // exit wakes it).
-        if pool.lifecycle.is_terminated() {
+        if pool.all_exited() {
             return None;
         }
     }
@@ -751,21 +761,21 @@ fn turn_locked(pool: &Pool, queue: &mut Queue, now: impl Fn() -> Nanos) -> Optio
 /// A cancelled task that fell due before a sweep took it out is pushed
 /// too, and the worker skips it: looking at its state here would cost the
 /// timer thread a cache miss on every task it hands over.
-fn hand_over_due(pool: &Pool, queue: &mut Queue, now: Nanos) {
+fn hand_over_due(pool: &impl Workers, queue: &mut Queue, now: Nanos) {
     let mut handed = 0;
     while let Some((_, entry)) = queue.pop_due(now) {
-        pool.push_due_quietly(entry.into_job());
+        pool.hand_over(entry.into_job());
         handed += 1;
         if handed == 1 {
-            pool.sleep.notify_work();
+            pool.notify();
         }
     }
     if handed > 0 {
         // Only after the pushes: a task leaves `pending` once it is on the
         // injector (module doc).
-        pool.timer.pending.fetch_sub(handed, Ordering::SeqCst);
+        pool.timer().pending.fetch_sub(handed, Ordering::SeqCst);
         if handed > 1 {
-            pool.sleep.notify_work();
+            pool.notify();
         }
     }
 }
@@ -975,10 +985,11 @@ mod tests {
 mod loom_model {
     use super::*;
     use crate::loom_support::{
-        bare_pool, join_all, model, spawn_workers, DropCounter, DEFAULT_POLICY,
+        bare_pool, join_all, model, schedule_periodic, spawn_workers, DropCounter, DEFAULT_POLICY,
     };
+    use crate::pool::Pool;
     use crate::scheduled::ScheduledHandle;
-    use crate::sync::thread;
+    use crate::sync::{thread, Arc};
 
     /// Deadlines no wall clock reaches (about 146 and 292 years).
     const EARLIER: Nanos = 1 << 62;
@@ -992,7 +1003,7 @@ mod loom_model {
         now: Nanos,
         deadline: Nanos,
     ) -> ScheduledHandle<T> {
-        Pool::schedule(pool, f, now, deadline).expect("the pool accepts it")
+        crate::loom_support::schedule(pool, f, now, deadline).expect("the pool accepts it")
     }
 
     /// Runs the timer thread's turns at time 0 until `done` says so after
@@ -1064,11 +1075,11 @@ mod loom_model {
             let _second = schedule(&pool, || (), 0, LATER);
             let timer = {
                 let pool = Arc::clone(&pool);
-                thread::spawn(move || run_with_clock(&pool, || 0, Waiting::new(0)))
+                thread::spawn(move || run_with_clock(&*pool, || 0, Waiting::new(0)))
             };
             let third = {
                 let pool = Arc::clone(&pool);
-                thread::spawn(move || Pool::schedule(&pool, || (), 0, LATER).is_ok())
+                thread::spawn(move || crate::loom_support::schedule(&pool, || (), 0, LATER).is_ok())
             };
             let returned = pool.shutdown_now();
             let admitted = third.join().unwrap();
@@ -1108,7 +1119,7 @@ mod loom_model {
             let timer = {
                 let (pool, clock) = (Arc::clone(&pool), Arc::clone(&clock));
                 thread::spawn(move || {
-                    run_with_clock(&pool, || clock.load(Ordering::SeqCst), Waiting::new(0))
+                    run_with_clock(&*pool, || clock.load(Ordering::SeqCst), Waiting::new(0))
                 })
             };
             let ran = Arc::new(AtomicUsize::new(0));
@@ -1142,7 +1153,7 @@ mod loom_model {
             let task = schedule(&pool, || 7, 0, DUE);
             let timer = {
                 let pool = Arc::clone(&pool);
-                thread::spawn(move || run_with_clock(&pool, || DUE, Waiting::new(0)))
+                thread::spawn(move || run_with_clock(&*pool, || DUE, Waiting::new(0)))
             };
             let returned = pool.shutdown_now();
             timer.join().unwrap();
@@ -1160,11 +1171,11 @@ mod loom_model {
             let (pool, deques) = bare_pool(1, Default::default());
             let (runs, drops) = (Arc::new(AtomicUsize::new(0)), DropCounter::new());
             let (r, guard) = (Arc::clone(&runs), drops.guard());
-            let period = crate::periodic::Period::FixedRate {
+            let period = crate::task::Period::FixedRate {
                 period: LATER,
-                missed: crate::periodic::MissedRuns::Burst,
+                missed: crate::task::MissedRuns::Burst,
             };
-            let task = Pool::schedule_periodic(
+            let task = schedule_periodic(
                 &pool,
                 move || {
                     let _keep = &guard;
@@ -1177,7 +1188,7 @@ mod loom_model {
             let workers = spawn_workers(&pool, deques);
             let timer = {
                 let pool = Arc::clone(&pool);
-                thread::spawn(move || run_with_clock(&pool, || 0, Waiting::new(0)))
+                thread::spawn(move || run_with_clock(&*pool, || 0, Waiting::new(0)))
             };
             pool.shutdown();
             join_all(workers);
@@ -1225,11 +1236,11 @@ mod loom_model {
             let turning = {
                 let pool = Arc::clone(&pool);
                 thread::spawn(move || {
-                    let _ = turn(&pool, || 0);
+                    let _ = turn(&*pool, || 0);
                 })
             };
             assert!(first.cancel());
-            let second = Pool::schedule(&pool, || (), 0, LATER);
+            let second = crate::loom_support::schedule(&pool, || (), 0, LATER);
             turning.join().unwrap();
             assert!(second.is_ok(), "the cancelled task's slot is free");
             assert_eq!(pool.timer.pending(), 1);
@@ -1276,7 +1287,7 @@ mod loom_model {
                 let workers = spawn_workers(&pool, deques);
                 let timer = {
                     let pool = Arc::clone(&pool);
-                    thread::spawn(move || run_with_clock(&pool, || 0, Waiting::new(0)))
+                    thread::spawn(move || run_with_clock(&*pool, || 0, Waiting::new(0)))
                 };
                 pool.shutdown();
                 join_all(workers);
@@ -1298,13 +1309,13 @@ mod loom_model {
             let task = schedule(&pool, move || drop(guard), 0, LATER);
             let timer = {
                 let pool = Arc::clone(&pool);
-                thread::spawn(move || run_with_clock(&pool, || 0, Waiting::new(0)))
+                thread::spawn(move || run_with_clock(&*pool, || 0, Waiting::new(0)))
             };
             pool.shutdown();
             let returned = pool.shutdown_now();
             let returned_count = returned.len();
             for job in returned {
-                job.cancel(pool.hooks());
+                job.cancel(&*pool);
             }
             timer.join().unwrap();
             assert!(returned_count <= 1);

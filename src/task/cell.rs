@@ -1,0 +1,422 @@
+//! [`TaskCell`]: a one-shot task, its closure `F` and its output `T` in one
+//! slot beside its [`Header`] (see `state.rs` for the state word and the
+//! ground rules this follows).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::sync::cell::UnsafeCell;
+use crate::sync::StdArc;
+
+use super::context::TaskContext;
+use super::error::{PanicPayload, TaskError};
+use super::job::{RunOutcome, Runnable};
+use super::state::{Header, Joinable, CANCELLED, RUNNING};
+
+/// What the stage slot of a [`TaskCell`] holds.
+enum Stage<F, T> {
+    /// The closure, until a worker claims it or a cancel drops it.
+    Pending(F),
+    /// The closure's output (or its panic), until the handle takes it.
+    Done(Result<T, PanicPayload>),
+    /// Neither: taken.
+    Empty,
+}
+
+/// A task with its closure `F` and output `T`.
+pub(crate) struct TaskCell<F, T> {
+    header: Header,
+    stage: UnsafeCell<Stage<F, T>>,
+}
+
+// SAFETY: the cell is shared between threads through `StdArc`; its
+// `UnsafeCell` is never accessed concurrently (module doc, ground rules):
+// - the closure is taken only by the single winner of `leave_scheduled`,
+// - the output is written by the claiming worker before its `Release`
+//   publication of COMPLETE, and read by the unique handle after its
+//   `Acquire` read of it.
+// `F` and `T` move between threads (run on a worker, output read by the
+// handle's thread), hence the `Send` bounds; no `&F` or `&T` is ever shared.
+unsafe impl<F: Send, T: Send> Sync for TaskCell<F, T> {}
+
+impl<F, T> TaskCell<F, T> {
+    /// The state word and waiter slot.
+    pub(crate) fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Takes the closure out. Only the winner of `leave_scheduled` calls it.
+    fn take_job(&self) -> Option<F> {
+        // SAFETY: the caller won `leave_scheduled`, which makes it the only
+        // thread touching `stage` until it publishes a final state (module
+        // doc, ground rules).
+        let stage = self
+            .stage
+            .with_mut(|stage| unsafe { std::mem::replace(&mut *stage, Stage::Empty) });
+        match stage {
+            Stage::Pending(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Cancels the task if it is still scheduled (true iff this call did):
+    /// `counted` runs right after the state change (the bookkeeping of a
+    /// cancel, done whatever the user code below does), then the closure
+    /// is dropped at once (it may hold large captures) and the waiter
+    /// woken, through `ctx`.
+    pub(crate) fn cancel_then(&self, ctx: &dyn TaskContext, counted: impl FnOnce()) -> bool {
+        let Some(prev) = self.header.leave_scheduled(CANCELLED) else {
+            return false;
+        };
+        counted();
+        ctx.drop_reporting(self.take_job());
+        // CANCELLED is final, so no waiter can register after the CAS: the
+        // WAITER bit it returned is the last word on who to wake.
+        if let Some(waker) = self.header.waiter_of(prev) {
+            ctx.wake(waker);
+        }
+        true
+    }
+}
+
+impl<F, T> TaskCell<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    pub(crate) fn new(f: F) -> Self {
+        TaskCell {
+            header: Header::default(),
+            stage: UnsafeCell::new(Stage::Pending(f)),
+        }
+    }
+
+    /// Takes the closure back out of a task that never ran (its submission
+    /// was refused): the task becomes CANCELLED, its handle unused.
+    pub(crate) fn reclaim(&self) -> Option<F> {
+        self.header.leave_scheduled(CANCELLED)?;
+        self.take_job()
+    }
+
+    /// Runs the closure if the task is still scheduled; a panic is caught,
+    /// reported, and stored as the output. The closure's captures are
+    /// dropped inside the call, so a panic of their destructors after the
+    /// closure returned is the call's panic: its output, dropped by the
+    /// unwinding, is lost (as a closure that panicked before returning).
+    pub(crate) fn run(&self, ctx: &dyn TaskContext) -> RunOutcome {
+        if self.header.leave_scheduled(RUNNING).is_none() {
+            return RunOutcome::Skipped;
+        }
+        let Some(f) = self.take_job() else {
+            unreachable!("a scheduled task holds its closure");
+        };
+        let (outcome, output) = match catch_unwind(AssertUnwindSafe(f)) {
+            Ok(value) => (RunOutcome::Completed, Ok(value)),
+            Err(payload) => {
+                let payload = PanicPayload::new(payload);
+                ctx.show_panic(&payload);
+                (RunOutcome::Panicked, Err(payload))
+            }
+        };
+        // SAFETY: we are RUNNING: nobody reads `stage` until we publish
+        // COMPLETE below (ground rules).
+        self.stage
+            .with_mut(|stage| unsafe { *stage = Stage::Done(output) });
+        if let Some(waker) = self.header.complete() {
+            ctx.wake(waker);
+        }
+        outcome
+    }
+}
+
+impl<F, T> Runnable for TaskCell<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
+        TaskCell::run(this, ctx)
+    }
+
+    fn abandon(&self, ctx: &dyn TaskContext) {
+        if !self.header.is_final() {
+            self.cancel_then(ctx, || ());
+        }
+    }
+}
+
+impl<F, T> Joinable<T> for TaskCell<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn header(&self) -> &Header {
+        TaskCell::header(self)
+    }
+
+    fn cancel(&self, ctx: &dyn TaskContext) -> bool {
+        self.cancel_then(ctx, || ())
+    }
+
+    fn take_output(&self) -> Result<T, TaskError> {
+        if self.header.is_cancelled() {
+            return Err(TaskError::Cancelled);
+        }
+        debug_assert!(self.header.is_final());
+        // SAFETY: the caller saw a final state with `Acquire` and it is not
+        // CANCELLED, so it is COMPLETE: the worker wrote the output before
+        // its `Release`, and the unique handle is the only reader (ground
+        // rules).
+        let stage = self
+            .stage
+            .with_mut(|stage| unsafe { std::mem::replace(&mut *stage, Stage::Empty) });
+        match stage {
+            Stage::Done(Ok(value)) => Ok(value),
+            Stage::Done(Err(payload)) => Err(TaskError::Panicked(payload)),
+            _ => unreachable!("the output of a task is taken once"),
+        }
+    }
+}
+
+/// The cell against a context of the test's own ([`TestContext`]): no pool,
+/// no threads.
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+
+    use super::*;
+    use crate::task::context::TestContext;
+    use crate::task::Job;
+
+    /// Counts its drops.
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A waker that counts its wakes, or panics in `wake` if `hostile`.
+    struct CountingWaker {
+        wakes: AtomicUsize,
+        hostile: bool,
+    }
+
+    impl Wake for CountingWaker {
+        fn wake(self: StdArc<Self>) {
+            self.wakes.fetch_add(1, Ordering::SeqCst);
+            if self.hostile {
+                panic!("expected: a waker panicked");
+            }
+        }
+    }
+
+    fn waker(hostile: bool) -> (StdArc<CountingWaker>, Waker) {
+        let counter = StdArc::new(CountingWaker {
+            wakes: AtomicUsize::new(0),
+            hostile,
+        });
+        (counter.clone(), Waker::from(counter))
+    }
+
+    #[test]
+    fn a_run_completes_the_task_and_a_later_cancel_loses() {
+        let ctx = TestContext::default();
+        let cell = StdArc::new(TaskCell::new(|| 7));
+        assert_eq!(Job::task(cell.clone()).run(&ctx), RunOutcome::Completed);
+        assert!(cell.header().is_final());
+        assert!(!Joinable::cancel(&*cell, &ctx));
+        assert_eq!(cell.take_output().ok(), Some(7));
+    }
+
+    #[test]
+    fn a_cancel_before_the_run_wins_drops_the_closure_and_the_run_is_skipped() {
+        let ctx = TestContext::default();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let capture = Counted(drops.clone());
+        let cell = StdArc::new(TaskCell::new(move || drop(capture)));
+        let job = Job::task(cell.clone());
+        let counted = AtomicUsize::new(0);
+        assert!(cell.cancel_then(&ctx, || {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }));
+        assert_eq!(counted.load(Ordering::SeqCst), 1, "the cancel was counted");
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "the closure was dropped");
+        assert_eq!(job.run(&ctx), RunOutcome::Skipped);
+        assert!(cell.take_output().unwrap_err().is_cancelled());
+    }
+
+    #[test]
+    fn a_panic_is_shown_to_the_context_and_kept_for_the_handle() {
+        crate::task::unwind::quiet_expected_panics();
+        let ctx = TestContext::default();
+        let cell = StdArc::new(TaskCell::new(|| -> u8 { panic!("expected: boom") }));
+        assert_eq!(Job::task(cell.clone()).run(&ctx), RunOutcome::Panicked);
+        assert_eq!(
+            *ctx.panics.lock().unwrap(),
+            [Some("expected: boom".to_owned())]
+        );
+        match cell.take_output() {
+            Err(TaskError::Panicked(payload)) => {
+                assert_eq!(payload.message(), Some("expected: boom"))
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_waiter_is_woken_once_and_a_panicking_waker_is_reported() {
+        crate::task::unwind::quiet_expected_panics();
+        for hostile in [false, true] {
+            let ctx = TestContext::default();
+            let cell = StdArc::new(TaskCell::new(|| 7));
+            let (counter, waker) = waker(hostile);
+            let registration = cell.header().register(&waker);
+            assert!(registration.registered);
+            drop(waker);
+            assert_eq!(Job::task(cell.clone()).run(&ctx), RunOutcome::Completed);
+            assert_eq!(counter.wakes.load(Ordering::SeqCst), 1);
+            assert_eq!(ctx.panics.lock().unwrap().len(), usize::from(hostile));
+        }
+    }
+
+    #[test]
+    fn a_registration_on_a_final_task_takes_its_waker_back() {
+        let ctx = TestContext::default();
+        let cell = StdArc::new(TaskCell::new(|| 7));
+        assert_eq!(Job::task(cell.clone()).run(&ctx), RunOutcome::Completed);
+        let (counter, waker) = waker(false);
+        let registration = cell.header().register(&waker);
+        assert!(!registration.registered);
+        assert!(registration.stale[1].is_some(), "the caller drops it");
+        drop(registration);
+        drop(waker);
+        assert_eq!(StdArc::strong_count(&counter), 1, "the cell holds no waker");
+    }
+}
+
+/// loom models of the state word (`RUSTFLAGS="--cfg loom"`, see
+/// `loom-tests/README.md`), over a [`TaskCell`] alone: its runner (a
+/// [`Job`](crate::job::Job) run on one thread), a canceller and the handle
+/// on the main thread; no pool threads.
+///
+/// * `run_vs_cancel_vs_join`: run vs cancel vs a blocking `join`. Exactly
+///   one of run and cancel wins (`cancel()` is true iff the closure did not
+///   run), `join` returns (a lost wake-up would leave it parked: loom
+///   reports the deadlock) with the winner's result, and the closure is
+///   dropped exactly once.
+/// * `future_woken_by_run_or_cancel`: the handle as a `Future`. It is
+///   polled once with a waker that is then replaced (a second poll from
+///   a `block_on` whose blocking loom sees) while the task runs or is cancelled: the
+///   waker registered last is woken whenever the task became final after
+///   it registered (a lost wake-up leaves `block_on` waiting: deadlock), and
+///   the output is the winner's.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll, Wake, Waker};
+
+    use super::*;
+    use crate::handle::TaskHandle;
+    use crate::loom_support::{bare_pool, block_on, model, DropCounter};
+    use crate::pool::Pool;
+    use crate::sync::{thread, Arc, AtomicUsize, Ordering};
+    use crate::task::Job;
+
+    /// A task whose closure counts its runs and holds a drop guard, its
+    /// queue job, and the handle.
+    fn task(
+        drops: &DropCounter,
+        ran: &Arc<AtomicUsize>,
+    ) -> (StdArc<TaskCell<impl FnOnce() -> u32 + Send, u32>>, Job) {
+        let (guard, ran) = (drops.guard(), Arc::clone(ran));
+        let cell = StdArc::new(TaskCell::new(move || {
+            let _guard = guard;
+            ran.fetch_add(1, Ordering::SeqCst);
+            7
+        }));
+        let job = Job::task(StdArc::clone(&cell));
+        (cell, job)
+    }
+
+    /// A runner and a canceller of a task, and the pool (without
+    /// threads) they run it for.
+    type Racers = (
+        Arc<Pool>,
+        thread::JoinHandle<RunOutcome>,
+        thread::JoinHandle<bool>,
+    );
+
+    /// Runs `job` on one thread while another cancels `cell`.
+    fn run_and_cancel<F: FnOnce() -> u32 + Send + 'static>(
+        cell: &StdArc<TaskCell<F, u32>>,
+        job: Job,
+    ) -> Racers {
+        let (pool, _) = bare_pool(1, Default::default());
+        let runner = {
+            let pool = Arc::clone(&pool);
+            thread::spawn(move || job.run(&*pool))
+        };
+        let canceller = {
+            let (pool, cell) = (Arc::clone(&pool), StdArc::clone(cell));
+            thread::spawn(move || Joinable::cancel(&*cell, &*pool))
+        };
+        (pool, runner, canceller)
+    }
+
+    #[test]
+    fn run_vs_cancel_vs_join() {
+        model("task::run_vs_cancel_vs_join", || {
+            let (drops, ran) = (DropCounter::new(), Arc::new(AtomicUsize::new(0)));
+            let (cell, job) = task(&drops, &ran);
+            let (pool, runner, canceller) = run_and_cancel(&cell, job);
+            let result = TaskHandle::new(cell, pool).join();
+            let cancelled = canceller.join().unwrap();
+            let outcome = runner.join().unwrap();
+
+            assert_eq!(ran.load(Ordering::SeqCst), usize::from(!cancelled));
+            match result {
+                Ok(v) => assert!(!cancelled && v == 7 && outcome == RunOutcome::Completed),
+                Err(TaskError::Cancelled) => assert!(cancelled && outcome == RunOutcome::Skipped),
+                Err(e) => panic!("unexpected {e}"),
+            }
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
+        });
+    }
+
+    /// A waker that is never woken usefully: the first poll's, replaced by
+    /// the second poll's.
+    struct Stale;
+
+    impl Wake for Stale {
+        fn wake(self: StdArc<Self>) {}
+    }
+
+    #[test]
+    fn future_woken_by_run_or_cancel() {
+        model("task::future_woken_by_run_or_cancel", || {
+            let (drops, ran) = (DropCounter::new(), Arc::new(AtomicUsize::new(0)));
+            let (cell, job) = task(&drops, &ran);
+            let (pool, runner, canceller) = run_and_cancel(&cell, job);
+            let mut handle = TaskHandle::new(cell, pool);
+            let stale = Waker::from(StdArc::new(Stale));
+            let result = match Pin::new(&mut handle).poll(&mut Context::from_waker(&stale)) {
+                Poll::Ready(result) => result,
+                Poll::Pending => block_on(handle),
+            };
+            let cancelled = canceller.join().unwrap();
+            runner.join().unwrap();
+
+            assert_eq!(ran.load(Ordering::SeqCst), usize::from(!cancelled));
+            match result {
+                Ok(v) => assert!(!cancelled && v == 7),
+                Err(TaskError::Cancelled) => assert!(cancelled),
+                Err(e) => panic!("unexpected {e}"),
+            }
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
+        });
+    }
+}

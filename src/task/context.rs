@@ -1,0 +1,123 @@
+//! [`TaskContext`]: what a task needs from whatever runs it, so that the
+//! task layer knows nothing of the pool (as tokio's task cells know their
+//! scheduler only through its `Schedule` trait), and a task cell can be
+//! tested against a context of the test's own.
+//!
+//! It is also where the panics of user code go that no handle reports: a
+//! closure dropped unrun, an output nobody joined, a waker. Such code is
+//! dropped or called through `drop_reporting`
+//! and `wake`: a panic there is caught and shown to
+//! the context (the pool's `on_panic` hook), on the thread where it
+//! happened, and never unwinds into a worker, the timer thread, or the
+//! caller of `cancel`, `shutdown_now` or a `drop`.
+
+use std::task::Waker;
+
+use crate::sync::StdArc;
+use crate::time::Nanos;
+
+use super::entry::TimerEntry;
+use super::error::PanicPayload;
+use super::unwind::report_panic;
+
+/// What a task needs from the pool that runs it.
+pub(crate) trait TaskContext {
+    /// Shows a panic of the task's user code to the `on_panic` hook (the
+    /// caller keeps the payload: it may go to the task's handle too). A
+    /// panic of the hook itself is caught.
+    fn show_panic(&self, payload: &PanicPayload);
+
+    /// The time now, on the clock the task's deadlines are on.
+    fn now(&self) -> Nanos;
+
+    /// Hands a periodic task that just ran back to the timer for its next
+    /// run, if the pool still takes one: `reset` (which makes the task
+    /// runnable again, or returns false if a cancel came during the run)
+    /// runs inside the re-arm's admission, and `entry` is handed over if it
+    /// returned true. True if the task was re-armed.
+    fn rearm(&self, entry: StdArc<dyn TimerEntry>, reset: &mut dyn FnMut() -> bool) -> bool;
+
+    /// Counts, with the timer, the cancel of a task that it may hold (so
+    /// that its dead entry is swept out).
+    fn note_cancelled(&self);
+}
+
+impl dyn TaskContext + '_ {
+    /// Shows a panic nobody else will see, then drops it (a
+    /// [`PanicPayload`] catches a panic of its own destructor).
+    pub(crate) fn report(&self, payload: PanicPayload) {
+        self.show_panic(&payload);
+    }
+
+    /// Drops `value`, which holds user code (a closure, a task's output, a
+    /// waker): a panic of its destructor is [reported](Self::report).
+    pub(crate) fn drop_reporting<T>(&self, value: T) {
+        report_panic(|| drop(value), |payload| self.report(payload));
+    }
+
+    /// Wakes `waker` (user code): a panic of its `wake` is reported.
+    pub(crate) fn wake(&self, waker: Waker) {
+        report_panic(|| waker.wake(), |payload| self.report(payload));
+    }
+}
+
+/// The context of a job given up where no pool is at hand (the last-resort
+/// `Drop` of a queued job): panics are caught and dropped, and a task is
+/// never re-armed.
+#[derive(Debug)]
+pub(crate) struct NoPool;
+
+impl TaskContext for NoPool {
+    fn show_panic(&self, _: &PanicPayload) {}
+
+    fn now(&self) -> Nanos {
+        0
+    }
+
+    fn rearm(&self, _: StdArc<dyn TimerEntry>, _: &mut dyn FnMut() -> bool) -> bool {
+        false
+    }
+
+    fn note_cancelled(&self) {}
+}
+
+/// A context that records what tasks ask of it, for the task layer's unit
+/// tests: the panics shown, the re-arms (accepted while `accept_rearm`),
+/// the cancels counted, and a clock the test sets.
+#[cfg(all(test, not(loom)))]
+#[derive(Default)]
+pub(crate) struct TestContext {
+    pub(crate) panics: std::sync::Mutex<Vec<Option<String>>>,
+    pub(crate) rearmed: std::sync::Mutex<Vec<StdArc<dyn TimerEntry>>>,
+    pub(crate) refuse_rearm: std::sync::atomic::AtomicBool,
+    pub(crate) cancels: std::sync::atomic::AtomicUsize,
+    pub(crate) now: std::sync::atomic::AtomicU64,
+}
+
+#[cfg(all(test, not(loom)))]
+impl TaskContext for TestContext {
+    fn show_panic(&self, payload: &PanicPayload) {
+        let message = payload.message().map(str::to_owned);
+        self.panics.lock().unwrap().push(message);
+    }
+
+    fn now(&self) -> Nanos {
+        self.now.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn rearm(&self, entry: StdArc<dyn TimerEntry>, reset: &mut dyn FnMut() -> bool) -> bool {
+        if self.refuse_rearm.load(std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
+        if !reset() {
+            return false;
+        }
+        self.rearmed.lock().unwrap().push(entry);
+        true
+    }
+
+    fn note_cancelled(&self) {
+        self.cancels
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}

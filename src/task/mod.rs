@@ -1,0 +1,35 @@
+//! The task layer: what a task is, free of the pool that runs it.
+//!
+//! * `state.rs`: the atomic state word every task cell has ([`Header`]),
+//!   its state machine and the ground rules of the cells;
+//! * `cell.rs`, `scheduled.rs`, `periodic.rs`: the cells of a one-shot
+//!   task, of one that runs later, and of a periodic one;
+//! * `job.rs`: [`Job`], the two-word unit the queues move;
+//! * `entry.rs`: [`TimerEntry`], what the timer holds for a task;
+//! * `context.rs`: [`TaskContext`], all a task needs from whatever runs it
+//!   (report a panic, read the clock, re-arm, count a cancel), and where
+//!   the panics of user code that no handle reports go;
+//! * `error.rs`, `unwind.rs`: what a task ends with, and the boundary every
+//!   piece of user code runs behind.
+//!
+//! Nothing here imports the pool, the timer or the API: they import this.
+
+pub(crate) mod cell;
+pub(crate) mod context;
+pub(crate) mod entry;
+pub(crate) mod error;
+pub(crate) mod job;
+pub(crate) mod periodic;
+pub(crate) mod scheduled;
+pub(crate) mod state;
+pub(crate) mod unwind;
+
+pub(crate) use cell::TaskCell;
+pub(crate) use context::TaskContext;
+pub(crate) use entry::TimerEntry;
+pub use error::{PanicPayload, TaskError};
+pub(crate) use job::{Job, RunOutcome};
+pub use periodic::MissedRuns;
+pub(crate) use periodic::{Period, PeriodicTask};
+pub(crate) use scheduled::ScheduledTask;
+pub(crate) use state::{Header, Joinable};

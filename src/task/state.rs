@@ -1,0 +1,254 @@
+//! The state of a task: the atomic word that a worker, a canceller and a
+//! handle share ([`Header`]), its state machine, and the ground rules every
+//! task cell (`cell.rs`, `scheduled.rs`, `periodic.rs`) follows.
+//!
+//! A submitted closure lives in a [`TaskCell`] together with one atomic
+//! state word and a slot for the waker of whoever waits for it; the closure
+//! and, once it ran, its output share one slot (the *stage*: a task never
+//! holds both). The queues hold a reference to the cell in a
+//! [`Job`](crate::job::Job); the [`TaskHandle`](crate::TaskHandle) holds
+//! another through [`Joinable<T>`]. A closure submitted with `execute` has
+//! no handle and needs no cell: its job is the closure itself.
+//!
+//! # The state word
+//!
+//! ```text
+//!  bits 0-1: lifecycle   SCHEDULED --claim--> RUNNING --finish--> COMPLETE
+//!                            |
+//!                            +-------cancel--------------------> CANCELLED
+//!  bit 2:    WAITER      a waker is stored in `waiter` and must be woken
+//!                        when the lifecycle becomes final
+//!  bit 3:    CANCEL_REQUESTED  (periodic tasks) cancelled during a run
+//! ```
+//!
+//! A periodic task (`periodic.rs`) goes back from RUNNING to SCHEDULED
+//! after each run (`try_reset`), unless a cancel arrived during the run
+//! (`CANCEL_REQUESTED`), in which case the run ends it (RUNNING ->
+//! CANCELLED); a panic ends it as COMPLETE with the payload as its output.
+//!
+//! COMPLETE and CANCELLED are final: a final state never changes again.
+//!
+//! # Ground rules
+//!
+//! * **`stage`** holds the closure until whoever moves the lifecycle out
+//!   of SCHEDULED takes it: the worker that claims it (to RUNNING) or the
+//!   canceller (to CANCELLED). Exactly one of them wins that
+//!   compare-and-swap, so exactly one of them takes the closure, and it is
+//!   run or dropped exactly once. The claiming worker then writes the
+//!   output into the stage, before it moves RUNNING -> COMPLETE with
+//!   `Release`; the output is read only by the handle, after it has seen
+//!   COMPLETE with `Acquire`. There is one handle, and taking the output
+//!   consumes it, so there is one reader.
+//! * **`waiter`** is only touched under its lock. A waiter stores its waker
+//!   *first* and sets WAITER *second* (a CAS that fails if the state is
+//!   already final); the finisher moves to a final state *first* and, if the
+//!   old state had WAITER, takes the waker *second*. Both steps are RMWs on
+//!   the one state word, so either the finisher sees WAITER and wakes the
+//!   stored waker, or the waiter's CAS sees the final state and does not
+//!   wait: no lost wake-up. A waiter whose CAS failed takes its waker back
+//!   out, so that a final task holds no waker (a waker is user code: it is
+//!   dropped by the thread that registered it, not by whoever frees the
+//!   cell).
+//! * **User code** in a cell (the closure, the output, the waker) is
+//!   dropped or woken outside the state protocol's critical steps and
+//!   through the task's [`TaskContext`], so a panic in it is reported,
+//!   never unwound into a worker or into the caller of `cancel` (see
+//!   `context.rs`).
+//! * A job dropped without running (a queue dropped with the pool, a
+//!   [`PendingTask`](crate::PendingTask) the caller discards) cancels its
+//!   task, so no handle ever waits for a task that can no longer run.
+
+use std::task::Waker;
+
+use crate::sync::{AtomicUsize, Mutex, Ordering};
+use crate::time::Nanos;
+
+use super::context::TaskContext;
+use super::error::TaskError;
+
+const LIFECYCLE: usize = 0b11;
+pub(crate) const SCHEDULED: usize = 0;
+pub(crate) const RUNNING: usize = 1;
+const COMPLETE: usize = 2;
+pub(crate) const CANCELLED: usize = 3;
+const WAITER: usize = 0b100;
+/// A periodic task was cancelled while it ran: no further run.
+const CANCEL_REQUESTED: usize = 0b1000;
+
+/// What [`Header::cancel_periodic`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PeriodicCancel {
+    /// It was between runs: now CANCELLED, and the caller owns the closure
+    /// (to drop it) and must wake the waiter if the flag says so
+    /// ([`Header::take_waiter`]).
+    Stopped { wake: bool },
+    /// It is running: the run finishes, then no further run is queued.
+    Requested,
+    /// It had already ended, or a cancel already won.
+    Lost,
+}
+
+/// The handle's view of a task cell.
+pub(crate) trait Joinable<T>: Send + Sync {
+    /// The state word and waiter slot.
+    fn header(&self) -> &Header;
+
+    /// Cancels the task if it is still scheduled (true iff this call did),
+    /// dropping its closure and waking its waiter through `ctx`
+    /// (a panic there is reported, never unwound into the caller).
+    fn cancel(&self, ctx: &dyn TaskContext) -> bool;
+
+    /// The result, once [`Header::is_final`] has returned true. Called at
+    /// most once (the handle is consumed or fused by it).
+    fn take_output(&self) -> Result<T, TaskError>;
+
+    /// When a scheduled task is (next) due; `None` for an immediate task.
+    fn deadline(&self) -> Option<Nanos> {
+        None
+    }
+}
+
+/// The part of a task cell that does not depend on its closure or output
+/// type: the state word and the waiter slot.
+#[derive(Debug, Default)]
+pub(crate) struct Header {
+    state: AtomicUsize,
+    waiter: Mutex<Option<Waker>>,
+}
+
+impl Header {
+    /// Moves the lifecycle from SCHEDULED to `to`, returning the state it
+    /// left, or `None` if it was not SCHEDULED. The winner owns the closure
+    /// slot from then on.
+    pub(crate) fn leave_scheduled(&self, to: usize) -> Option<usize> {
+        self.state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (s & LIFECYCLE == SCHEDULED).then_some(s | to)
+            })
+            .ok()
+    }
+
+    /// RUNNING -> COMPLETE; returns the waiter's waker, to be woken, if
+    /// one registered.
+    #[must_use = "the waiter must be woken"]
+    pub(crate) fn complete(&self) -> Option<Waker> {
+        let prev = self.state.fetch_add(COMPLETE - RUNNING, Ordering::AcqRel);
+        debug_assert_eq!(prev & LIFECYCLE, RUNNING);
+        self.waiter_of(prev)
+    }
+
+    /// The registered waker, if the state `prev` that a final transition
+    /// left had WAITER.
+    pub(crate) fn waiter_of(&self, prev: usize) -> Option<Waker> {
+        if prev & WAITER != 0 {
+            self.take_waiter()
+        } else {
+            None
+        }
+    }
+
+    /// Takes the registered waker out (the caller wakes it).
+    pub(crate) fn take_waiter(&self) -> Option<Waker> {
+        self.waiter.lock().take()
+    }
+
+    /// After a periodic run: RUNNING -> SCHEDULED for the next run, unless
+    /// a cancel was requested during the run (false: the caller ends it
+    /// with [`finish_cancelled`](Self::finish_cancelled)). `Release`: the
+    /// run happens-before the next one, which claims with `Acquire`.
+    pub(crate) fn try_reset(&self) -> bool {
+        self.state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                debug_assert_eq!(s & LIFECYCLE, RUNNING);
+                (s & CANCEL_REQUESTED == 0).then_some(s & !LIFECYCLE | SCHEDULED)
+            })
+            .is_ok()
+    }
+
+    /// Cancels a periodic task (see [`PeriodicCancel`]).
+    pub(crate) fn cancel_periodic(&self) -> PeriodicCancel {
+        let mut outcome = PeriodicCancel::Lost;
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                match s & LIFECYCLE {
+                    SCHEDULED => {
+                        outcome = PeriodicCancel::Stopped {
+                            wake: s & WAITER != 0,
+                        };
+                        Some(s | CANCELLED)
+                    }
+                    RUNNING if s & CANCEL_REQUESTED == 0 => {
+                        outcome = PeriodicCancel::Requested;
+                        Some(s | CANCEL_REQUESTED)
+                    }
+                    _ => {
+                        outcome = PeriodicCancel::Lost;
+                        None
+                    }
+                }
+            });
+        outcome
+    }
+
+    /// RUNNING -> CANCELLED (a periodic task that stops after a run);
+    /// returns the waiter's waker, to be woken, if one registered.
+    #[must_use = "the waiter must be woken"]
+    pub(crate) fn finish_cancelled(&self) -> Option<Waker> {
+        let prev = self.state.fetch_add(CANCELLED - RUNNING, Ordering::AcqRel);
+        debug_assert_eq!(prev & LIFECYCLE, RUNNING);
+        self.waiter_of(prev)
+    }
+
+    /// True once the task completed, panicked or was cancelled (`Acquire`:
+    /// after it returns true, the output is visible).
+    pub(crate) fn is_final(&self) -> bool {
+        self.state.load(Ordering::Acquire) & LIFECYCLE >= COMPLETE
+    }
+
+    /// True if the task was cancelled.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.state.load(Ordering::Acquire) & LIFECYCLE == CANCELLED
+    }
+
+    /// Stores `waker` to be woken when the task becomes final.
+    /// `registered` is false if it already is final (the waker is then
+    /// taken back out). The wakers it replaced or took back are handed to
+    /// the caller to drop (user code: see the module doc), after the
+    /// protocol's steps are done.
+    pub(crate) fn register(&self, waker: &Waker) -> Registration {
+        let replaced = {
+            let mut slot = self.waiter.lock();
+            if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                None
+            } else {
+                slot.replace(waker.clone())
+            }
+        };
+        let registered = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (s & LIFECYCLE < COMPLETE).then_some(s | WAITER)
+            })
+            .is_ok();
+        // Final: nobody will wake what we stored (a finisher that saw an
+        // earlier WAITER may have taken it already, and that is fine: the
+        // caller sees the final state and does not wait).
+        let taken_back = if registered { None } else { self.take_waiter() };
+        Registration {
+            registered,
+            stale: [replaced, taken_back],
+        }
+    }
+}
+
+/// What [`Header::register`] did.
+#[derive(Debug)]
+#[must_use = "the stale wakers are user code to drop"]
+pub(crate) struct Registration {
+    /// True if a finisher will wake the waker; false if the task was
+    /// already final.
+    pub(crate) registered: bool,
+    /// Wakers that left the slot, for the caller to drop.
+    pub(crate) stale: [Option<Waker>; 2],
+}

@@ -1,0 +1,105 @@
+//! The delayed work queue backends: the ordering of tasks that run later.
+//!
+//! A *backend* ([`DelayQueue`]) is a plain single-threaded data structure,
+//! driven by an explicit `now`: no threads, no clock inside, so it can be
+//! unit-tested and property-tested against a reference model (`model_test`).
+//! Every backend passes the same property test unchanged.
+//!
+//! # The contract of a backend
+//!
+//! * Entries are addressed by a [`Key`] (a slot and a generation), so that
+//!   removal is direct (no search) and a key that outlived its entry is
+//!   recognised as stale instead of removing an unrelated entry.
+//! * An entry is never popped before its deadline. It may be popped *later*
+//!   by at most [`DelayQueue::max_lateness`] of its delay (a wheel rounds a
+//!   deadline up to its tick, never down; the heap is exact).
+//! * Among entries with equal deadlines, insertion order is kept.
+//! * Time is `u64` nanoseconds on the executor's monotonic clock; the
+//!   largest value means "never" in practice (~584 years).
+
+pub(crate) mod hashed_wheel;
+pub(crate) mod heap;
+pub(crate) mod hierarchical_wheel;
+pub(crate) mod items;
+pub(crate) mod slab;
+
+#[cfg(all(test, not(loom)))]
+mod model_test;
+
+pub(crate) use items::{empty_keeping_little, prefetch, retain_from};
+pub(crate) use slab::Slab;
+
+use crate::time::Nanos;
+
+/// The address of one entry in a backend: a slot and that slot's
+/// generation when the entry was inserted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Key {
+    slot: u32,
+    generation: u32,
+}
+
+/// A delayed work queue backend (see the module doc for the contract).
+pub(crate) trait DelayQueue<T> {
+    /// Adds `value`, due at `deadline`; `now` is the current time (a wheel
+    /// places the entry relative to it).
+    fn insert(&mut self, now: Nanos, deadline: Nanos, value: T) -> Key;
+
+    /// Removes the entry `key` addresses; `None` if it is no longer there.
+    fn remove(&mut self, key: Key) -> Option<T>;
+
+    /// Removes and returns one entry that is due at `now`, earliest first
+    /// (insertion order among equal deadlines); `None` if none is due.
+    fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)>;
+
+    /// The time at which the next entry becomes due (at or after its
+    /// deadline), or `None` if the queue is empty.
+    fn next_due(&self) -> Option<Nanos>;
+
+    /// The number of entries.
+    fn len(&self) -> usize;
+
+    /// Removes and returns every entry, due or not, earliest first where
+    /// the backend knows the order cheaply. Time does not move: entries may
+    /// be inserted again afterwards with the same `now`.
+    fn drain(&mut self) -> Vec<T>;
+
+    /// The number of storage slots, live or free (entries are addressed by
+    /// slot: see [`Key`]).
+    fn slots(&self) -> usize;
+
+    /// The key of the entry in `slot` if there is one and `pred` is true
+    /// for it.
+    fn key_in_slot_if(&self, slot: usize, pred: &mut dyn FnMut(&T) -> bool) -> Option<Key>;
+
+    /// Removes every entry for which `dead` is true and hands each to
+    /// `removed` as it leaves (in no particular order), keeping the others
+    /// as they were: same deadlines, same order among equal deadlines.
+    /// Returns how many it removed. O(n) plus one removal per entry, and no
+    /// allocation: a sweep of a million entries leaves no large temporary
+    /// block behind in the allocator.
+    fn remove_where(
+        &mut self,
+        dead: &mut dyn FnMut(&T) -> bool,
+        removed: &mut dyn FnMut(T),
+    ) -> usize {
+        let mut count = 0;
+        let mut slot = 0;
+        // `slots()` is read each time: it drops to 0 when the last entry
+        // leaves.
+        while slot < self.slots() {
+            if let Some(key) = self.key_in_slot_if(slot, dead) {
+                removed(self.remove(key).expect("the key was just read"));
+                count += 1;
+            }
+            slot += 1;
+        }
+        count
+    }
+
+    /// How late, at most, an entry inserted `delay` before its deadline may
+    /// be popped after it (0 for an exact backend). Checked by the property
+    /// test.
+    #[cfg(all(test, not(loom)))]
+    fn max_lateness(&self, delay: Nanos) -> Nanos;
+}
