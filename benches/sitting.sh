@@ -4,7 +4,7 @@
 # queue beside the Rust peers), the JVM harness if it is there, the workloads
 # bench again; then the files in benches/results/ and the tables.
 #
-#   benches/sitting.sh                 # ~8 min on 2 cores (~3.5 min per Rust run)
+#   benches/sitting.sh                 # ~13 min on 2 cores (~3.5 min per Rust run)
 #   JVM_RUN=/path/to/jvm/run benches/sitting.sh
 #   JVM_RUN= benches/sitting.sh        # no JVM column
 #
