@@ -1,0 +1,388 @@
+//! The command queue: how schedulers hand tasks to the timer thread
+//! without its lock, when they wake it, and how they wait for room.
+//!
+//! # Feeding it without a lock
+//!
+//! Scheduling and cancelling threads do not touch the backend while the
+//! timer thread keeps up. A scheduler pushes an insert command on a bounded
+//! lock-free queue (a [`Ring`](crate::sync::ring::Ring)) and wakes the timer thread only when it
+//! must see the command before it would wake anyway:
+//!
+//! * An insert wakes it if its deadline is earlier than the one the timer
+//!   thread is sleeping until (`armed`). The timer thread publishes `armed`,
+//!   then `fence(SeqCst)`, then looks for commands before it parks; the
+//!   scheduler pushes, then `fence(SeqCst)`, then reads `armed`. Of the two
+//!   fences one is first, so either the timer thread sees the command (and
+//!   does not park), or the scheduler sees the deadline it sleeps until (and
+//!   wakes it if its own is earlier). So the timer thread never sleeps past
+//!   the earliest deadline, and it does not wake for a later one.
+//! * While it is awake, `armed` is 0: nobody wakes it; it reads the
+//!   commands before it sleeps again.
+//! * A push that brings the backlog to `BACKLOG_WAKE` (half the queue)
+//!   also wakes it, so that the queue rarely fills.
+//! * **A scheduler that finds the queue full waits for room.** It wakes
+//!   the timer thread, takes the backend lock, tries again and, if the
+//!   queue is still full, waits on `room`, a condition variable of that
+//!   lock. Every taking of commands out of the queue (`apply_commands`)
+//!   happens under that lock and signals `room` before releasing it, so a
+//!   scheduler's last failed try and its wait are never separated by one:
+//!   no wake-up is lost. Once the timer thread has exited (the pool
+//!   stopped; `exited`, set and signalled under the lock), a scheduler
+//!   that finds the queue full applies it itself instead, reading the
+//!   clock under the lock (so never behind a `now` the timer thread used);
+//!   `shutdown_now` drains the backend after it.
+//! * `reserve` at the `max_scheduled_tasks` limit sweeps on the calling
+//!   thread (a sweep applies the queue first), then wakes the timer
+//!   thread: a command
+//!   it applied may be due before the deadline the timer thread sleeps
+//!   until, and that command's own scheduler, having seen the timer thread
+//!   awake (`armed` 0) or its look at the queue still to come, did not
+//!   wake it; the queue that look finds may now be empty.
+//!
+//! Why schedulers wait rather than apply the queue themselves (as they did
+//! before): the memory a backend grows into must belong to the timer
+//! thread. A vector that a scheduler's insert grew comes from the
+//! scheduler's allocator arena, the one its tasks come from too; glibc
+//! keeps the freed tasks of that arena in its fastbins until a large
+//! allocation or free there consolidates them all at once, under the
+//! arena's lock. At the end of the `timer-fire` workload (a million tasks
+//! freed by the workers) the timer thread's first growth or release of
+//! such a vector did that: one `malloc_consolidate` of 84–182 ms (perf
+//! probes on it), during which no task was handed over, in 3 of 42
+//! repetitions. With every vector in the timer thread's own arena: 1 of
+//! 120 (`benches/results/2026-11-21-commands-wait.txt`).
+//!
+//! Why bounded: the queue never allocates (4,096 commands of 24 bytes and
+//! their sequence numbers, 128 KiB, allocated with the timer). crossbeam's
+//! unbounded `Injector`, used before, allocated a 2 KiB block every 63
+//! pushes, which the timer thread freed: under a burst the two threads took turns at
+//! glibc's arena lock, and perf found both asleep on it. And a burst can
+//! run at most 4,096 commands ahead of the timer thread, so the tasks that
+//! fall due during it are not held up behind a backlog of a million
+//! inserts. Measured with the `timer-fire` and `cancel` workloads (a
+//! million timers; `benches/results/2026-11-21-bounded-commands.txt`).
+
+use crate::sync::{fence, Ordering, StdArc};
+use crate::task::TimerEntry;
+use crate::time::Nanos;
+
+use super::{Queue, Timer};
+
+/// The most commands the queue holds (module doc); 2 under loom, so that
+/// the models reach a full queue.
+#[cfg(not(loom))]
+pub(super) const COMMANDS_CAPACITY: usize = 4096;
+#[cfg(loom)]
+pub(super) const COMMANDS_CAPACITY: usize = 2;
+
+/// A push that brings the backlog to this wakes the timer thread: half the
+/// queue (never under loom: the models' queue fills instead).
+const BACKLOG_WAKE: usize = if cfg!(loom) {
+    usize::MAX
+} else {
+    COMMANDS_CAPACITY / 2
+};
+
+/// A task for the timer thread to place. The deadline travels with it, so
+/// that placing it does not read the task (a cache line another core wrote).
+pub(super) struct Insert {
+    deadline: Nanos,
+    entry: StdArc<dyn TimerEntry>,
+}
+
+impl Timer {
+    /// Counts a new scheduled task against the limit; false (and nothing
+    /// counted) if the timer already holds `max_pending` live tasks (it
+    /// sweeps the cancelled ones out before it says so). Called inside the
+    /// submission's admission (see the driver's doc on `pending`); a `true`
+    /// must be followed by [`insert_reserved`](Self::insert_reserved).
+    pub(crate) fn reserve(&self) -> bool {
+        if self.try_reserve() {
+            return true;
+        }
+        // Sweeps the cancelled tasks out if a cancel is counted (see
+        // `sweep`): the try below then sees their slots.
+        self.sweep_for_room();
+        self.try_reserve()
+    }
+
+    /// Pushes `insert` on the full command queue once the timer thread has
+    /// taken commands out: waits on `room` under the backend lock, which
+    /// every taking of commands holds and signals (so a wait never misses
+    /// one). If the timer thread has exited (the pool stopped), applies the
+    /// queue here instead, as nobody else will before `shutdown_now`
+    /// drains it.
+    #[cold]
+    fn push_when_there_is_room(&self, mut insert: Insert) {
+        let mut queue = self.queue.lock();
+        loop {
+            match self.commands.push(insert) {
+                Ok(()) => return,
+                Err(back) => insert = back,
+            }
+            if self.exited.load(Ordering::Relaxed) {
+                self.apply_commands(&mut queue, self.clock.now());
+            } else {
+                // The timer thread is most likely awake already (the
+                // backlog woke it at `BACKLOG_WAKE`); this makes sure.
+                self.parker.unpark();
+                queue = self.room.wait(queue);
+            }
+        }
+    }
+
+    /// Called by the timer thread as it exits: from now on a scheduler
+    /// that finds the command queue full applies it itself, and one that
+    /// waits for room is woken to do so.
+    pub(super) fn timer_thread_exits(&self) {
+        let _queue = self.queue.lock();
+        self.exited.store(true, Ordering::Relaxed);
+        self.room.notify_all();
+    }
+
+    fn try_reserve(&self) -> bool {
+        if self.pending.fetch_add(1, Ordering::SeqCst) < self.max_pending {
+            return true;
+        }
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+        false
+    }
+
+    /// Hands `entry`, counted by `reserve`, to the timer thread (waiting
+    /// for room if the command queue is full: module doc).
+    pub(crate) fn insert_reserved(&self, entry: StdArc<dyn TimerEntry>) {
+        let deadline = entry.deadline();
+        if let Err(insert) = self.commands.push(Insert { deadline, entry }) {
+            self.push_when_there_is_room(insert);
+        }
+        let backlog = self.backlog.fetch_add(1, Ordering::Relaxed) + 1;
+        fence(Ordering::SeqCst);
+        if deadline < self.armed.load(Ordering::SeqCst) || backlog == BACKLOG_WAKE {
+            self.parker.unpark();
+        }
+    }
+
+    /// Hands back a periodic task after a run (counted again, whatever the
+    /// limit: it was admitted when it was first scheduled).
+    pub(crate) fn reinsert(&self, entry: StdArc<dyn TimerEntry>) {
+        self.pending.fetch_add(1, Ordering::SeqCst);
+        self.insert_reserved(entry);
+    }
+
+    /// Applies the queued commands to the backend; `now` is one clock read
+    /// for the whole batch: a wheel places entries relative to it, and a few
+    /// microseconds of staleness only make it place them slightly coarser
+    /// (never early: deadlines are absolute).
+    ///
+    /// At most `COMMANDS_CAPACITY` commands per call, so that a scheduler
+    /// that keeps the queue filled cannot keep the timer thread applying
+    /// (and not handing over) for the whole of its burst: the turn hands
+    /// over the due tasks, sees the queue still holds commands, and turns
+    /// again. Returns true if it emptied the queue.
+    pub(super) fn apply_commands(&self, queue: &mut Queue, now: Nanos) -> bool {
+        self.backlog.store(0, Ordering::Relaxed);
+        let mut applied = 0;
+        while applied < COMMANDS_CAPACITY {
+            let Some(Insert { deadline, entry }) = self.commands.pop() else {
+                break;
+            };
+            self.place(queue, deadline, entry, now);
+            applied += 1;
+        }
+        if applied > 0 {
+            // Schedulers waiting for room (cheap when there are none).
+            self.room.notify_all();
+        }
+        applied < COMMANDS_CAPACITY
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::tests::{address, insert_all, keep_delayed};
+    use super::super::{Probe, TimerQueue};
+    use super::*;
+
+    #[test]
+    fn a_scheduler_waits_for_the_timer_thread_to_make_room() {
+        let timer = StdArc::new(Timer::new(TimerQueue::heap(), keep_delayed(), usize::MAX));
+        // Equal deadlines, so the backend keeps the order they were applied in.
+        let count = 3 * COMMANDS_CAPACITY + 5;
+        let entries: Vec<StdArc<Probe>> = (0..count).map(|_| StdArc::new(Probe(7))).collect();
+        let scheduler = {
+            let (timer, entries) = (StdArc::clone(&timer), entries.clone());
+            std::thread::spawn(move || insert_all(&timer, &entries))
+        };
+        // The scheduler fills the queue, then waits: it places nothing in
+        // the backend itself (the memory a backend grows into belongs to
+        // the timer thread: module doc).
+        while timer.backlog.load(Ordering::Relaxed) < COMMANDS_CAPACITY
+            && timer.queue.lock().len() == 0
+            && !scheduler.is_finished()
+        {
+            std::thread::yield_now();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(timer.queue.lock().len(), 0, "the scheduler applied nothing");
+        assert!(!scheduler.is_finished(), "it waits for room");
+        // Here the test plays the timer thread.
+        let mut placed = 0;
+        while placed < count {
+            let mut queue = timer.queue.lock();
+            timer.apply_commands(&mut queue, timer.clock.now());
+            placed = queue.len();
+        }
+        scheduler.join().unwrap();
+        assert_eq!(timer.pending(), count);
+        let placed: Vec<_> = timer.queue.lock().drain().iter().map(address).collect();
+        let submitted: Vec<_> = entries.iter().map(address).collect();
+        assert_eq!(placed, submitted, "submission order");
+    }
+
+    #[test]
+    fn once_the_timer_thread_exited_a_full_command_queue_is_applied_by_its_scheduler() {
+        let timer = Timer::new(TimerQueue::heap(), keep_delayed(), usize::MAX);
+        timer.timer_thread_exits();
+        let count = 3 * COMMANDS_CAPACITY + 5;
+        let entries: Vec<StdArc<Probe>> = (0..count).map(|_| StdArc::new(Probe(7))).collect();
+        insert_all(&timer, &entries);
+        assert_eq!(timer.pending(), count);
+        let mut queue = timer.queue.lock();
+        assert_eq!(
+            queue.len(),
+            3 * COMMANDS_CAPACITY,
+            "three full queues applied"
+        );
+        timer.apply_commands(&mut queue, timer.clock.now());
+        let placed: Vec<_> = queue.drain().iter().map(address).collect();
+        let submitted: Vec<_> = entries.iter().map(address).collect();
+        assert_eq!(placed, submitted, "submission order");
+    }
+}
+
+/// loom models of the command queue's protocols: the wake-up (`armed`), the
+/// wait for room, and the timer thread's exit (see the driver's
+/// `loom_model` for how the models treat time).
+///
+/// * `earlier_deadline_rearms_the_waiter`: the timer thread sleeps until a
+///   task's deadline while a task due earlier is scheduled. Asserted: it
+///   does not stay asleep past the earlier deadline: it is woken, or sees
+///   the command before it parks, and re-arms for the earlier deadline (if
+///   it slept on, loom would report the deadlock); nothing is handed over
+///   early; `pending` counts both tasks.
+/// * `full_queue_waits_for_the_timer_thread`: the timer thread sleeps
+///   until a placed task's deadline, with one command queued, while one
+///   thread schedules an earlier task and another a later one; the second
+///   of them to push may find the command queue (2 commands under loom)
+///   full and wait for room. Asserted: the timer thread re-arms for the
+///   earlier deadline, and every waiting scheduler is let through (a lost
+///   signal of `room`, or a scheduler that waits without waking the timer
+///   thread, is a deadlock); `pending` is 4.
+/// * `full_queue_vs_shutdown_now`: the command queue is full when the
+///   timer thread starts, and a third task is scheduled while
+///   `shutdown_now` stops the pool: its scheduler may wait for room while
+///   the timer thread exits. Asserted: it is let through (it applies the
+///   queue itself once the timer thread has exited; waiting on would be a
+///   deadlock, as `shutdown_now` waits for it), and `shutdown_now` returns
+///   every admitted task exactly once, with `pending` back to 0.
+/// * `full_queue_as_the_timer_thread_exits`: three inserts (one more than
+///   the command queue holds) while the timer thread exits without taking
+///   any. Asserted: the third is let through (it applies the queue itself,
+///   if need be after waking from its wait: a scheduler that waits on
+///   after the exit, or an exit that does not signal `room`, is a
+///   deadlock), and all three are in the backend or the queue.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::super::loom_model::{schedule, turns_until, EARLIER, LATER};
+    use super::super::{run_with_clock, Probe, Waiting};
+    use super::*;
+    use crate::loom_support::{bare_pool, model, DEFAULT_POLICY};
+    use crate::sync::{thread, Arc};
+    use crate::timer::TimerQueue;
+
+    #[test]
+    fn earlier_deadline_rearms_the_waiter() {
+        model("timer::earlier_deadline_rearms_the_waiter", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            let _later = schedule(&pool, || (), 0, LATER);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || turns_until(&pool, |next, _| next == Some(EARLIER)))
+            };
+            let _earlier = schedule(&pool, || (), 0, EARLIER);
+            timer.join().unwrap();
+            assert_eq!(pool.timer.armed.load(Ordering::SeqCst), EARLIER);
+            assert_eq!(pool.timer.pending(), 2);
+            assert!(pool.injector.is_empty(), "nothing is due yet");
+        });
+    }
+
+    #[test]
+    fn full_queue_waits_for_the_timer_thread() {
+        model("timer::full_queue_waits_for_the_timer_thread", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            let _placed = schedule(&pool, || (), 0, LATER);
+            turns_until(&pool, |next, _| next == Some(LATER));
+            // One command queued (capacity 2 under loom): of the two
+            // inserts below, the second finds the queue full unless the
+            // timer thread took a command first, and waits for room.
+            let _queued = schedule(&pool, || (), 0, LATER);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || turns_until(&pool, |next, _| next == Some(EARLIER)))
+            };
+            let earlier = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || drop(schedule(&pool, || (), 0, EARLIER)))
+            };
+            let _last = schedule(&pool, || (), 0, LATER);
+            earlier.join().unwrap();
+            timer.join().unwrap();
+            assert_eq!(pool.timer.pending(), 4);
+            assert!(pool.injector.is_empty(), "nothing is due yet");
+        });
+    }
+
+    #[test]
+    fn full_queue_vs_shutdown_now() {
+        model("timer::full_queue_vs_shutdown_now", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            // Two commands: the queue is full (capacity 2 under loom).
+            let _first = schedule(&pool, || (), 0, LATER);
+            let _second = schedule(&pool, || (), 0, LATER);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || run_with_clock(&*pool, || 0, Waiting::new(0)))
+            };
+            let third = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || crate::loom_support::schedule(&pool, || (), 0, LATER).is_ok())
+            };
+            let returned = pool.shutdown_now();
+            let admitted = third.join().unwrap();
+            timer.join().unwrap();
+            assert_eq!(returned.len(), 2 + usize::from(admitted), "each once");
+            assert_eq!(pool.timer.pending(), 0);
+        });
+    }
+
+    #[test]
+    fn full_queue_as_the_timer_thread_exits() {
+        model("timer::full_queue_as_the_timer_thread_exits", || {
+            let timer = Arc::new(Timer::new(TimerQueue::heap(), DEFAULT_POLICY, usize::MAX));
+            let exit = {
+                let timer = Arc::clone(&timer);
+                thread::spawn(move || timer.timer_thread_exits())
+            };
+            for _ in 0..3 {
+                assert!(timer.reserve());
+                timer.insert_reserved(StdArc::new(Probe(LATER)));
+            }
+            exit.join().unwrap();
+            assert_eq!(timer.pending(), 3);
+            let mut queue = timer.queue.lock();
+            assert!(timer.apply_commands(&mut queue, 0), "the queue empties");
+            assert_eq!(queue.len(), 3);
+        });
+    }
+}

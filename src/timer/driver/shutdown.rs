@@ -1,0 +1,279 @@
+//! The shutdown policies: what `shutdown` and `shutdown_now` do with the
+//! tasks the timer holds.
+//!
+//! After `shutdown` the timer thread cancels the tasks the policies do not
+//! keep ([`ShutdownPolicy`]; all of them once the executor is dropped): it
+//! purges the backend once per policy, and filters the entries placed
+//! afterwards as they arrive (`shutdown_filter`). `shutdown_now` takes
+//! every task out ([`Timer::drain`]) and returns them.
+//!
+//! # No user code under the lock
+//!
+//! Cancelling a task runs user code (its closure's destructor, its waker),
+//! which may panic, block, schedule or cancel on this very pool, call
+//! `shutdown_now`, or drop the last handle to the executor. None of that
+//! may happen under the backend lock (a re-entrant schedule or
+//! `shutdown_now` would deadlock on it) or while a scheduler is admitted
+//! (`shutdown_now` waits for admitted submissions). So an entry that the
+//! shutdown policies drop is not cancelled where it is found: it moves to
+//! `doomed`, still counted in `pending`, and the timer thread cancels it
+//! after its turn has released the lock, then takes it off `pending` (so
+//! the workers, which wait for `pending` to reach 0, wait for the cancel
+//! too). `shutdown_now`'s drain takes whatever `doomed` still holds with
+//! the rest, under the lock, and returns it; each entry is taken once.
+//! Sweeps and the purge drop only entries that are already final, whose
+//! cells hold no user code any more (a cancel took the closure; a waiter
+//! takes its waker back from a final task).
+
+use crate::sync::{Ordering, StdArc};
+use crate::task::{Job, TaskContext, TimerEntry};
+use crate::time::Nanos;
+
+use super::{Entry, Queue, Timer};
+
+/// `Timer::shutdown_filter`: nothing is dropped (running, or the policies
+/// keep every task).
+pub(super) const KEEP_ALL: usize = 0;
+/// `Timer::shutdown_filter`: periodic tasks are dropped.
+const DROP_PERIODIC: usize = 1;
+/// `Timer::shutdown_filter`: every task is dropped.
+const DROP_ALL: usize = 2;
+
+/// What `shutdown` does with the tasks the timer holds.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ShutdownPolicy {
+    /// One-shot delayed tasks still run (the JDK's default: true).
+    pub(crate) keep_delayed: bool,
+    /// Periodic tasks go on (the JDK's default: false).
+    pub(crate) keep_periodic: bool,
+}
+
+impl Timer {
+    /// From now on, tasks still pending at shutdown are cancelled, not
+    /// waited for (the last handle to the executor is being dropped).
+    pub(crate) fn discard_on_shutdown(&self) {
+        self.discard_on_shutdown.store(true, Ordering::SeqCst);
+        self.parker.unpark();
+    }
+
+    /// Puts `entry` in the backend (an insert, or an entry put back after
+    /// `shutdown`), unless the shutdown policies drop it. An entry cancelled
+    /// meanwhile goes in too: its cancel was counted, and a sweep takes it
+    /// out (see `sweep`); not looking saves reading the task here.
+    pub(super) fn place(
+        &self,
+        queue: &mut Queue,
+        deadline: Nanos,
+        entry: StdArc<dyn TimerEntry>,
+        now: Nanos,
+    ) {
+        if self.dropped_on_shutdown(&*entry) {
+            self.cancel_dropped(entry);
+            return;
+        }
+        queue.insert(now, deadline, entry);
+    }
+
+    /// An entry left the timer without being handed over.
+    fn discard(&self, entry: StdArc<dyn TimerEntry>) {
+        drop(entry);
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// True if the shutdown policies in force drop `entry` (see
+    /// `shutdown_filter`).
+    fn dropped_on_shutdown(&self, entry: &dyn TimerEntry) -> bool {
+        match self.shutdown_filter.load(Ordering::Relaxed) {
+            DROP_ALL => true,
+            DROP_PERIODIC => entry.is_periodic(),
+            _ => false,
+        }
+    }
+
+    /// An entry the shutdown policies drop: cancelled later, outside the
+    /// lock (module doc). The caller holds the `queue` lock.
+    fn cancel_dropped(&self, entry: Entry) {
+        self.doomed.lock().push(entry);
+    }
+
+    /// Takes the entries the shutdown policies dropped (the caller holds
+    /// the `queue` lock), for [`cancel_doomed`](Self::cancel_doomed).
+    pub(super) fn take_doomed(&self) -> Vec<Entry> {
+        std::mem::take(&mut *self.doomed.lock())
+    }
+
+    /// Cancels entries taken by `take_doomed`, without the lock, reporting
+    /// panics of their user code through `ctx`, then takes them off
+    /// `pending`.
+    pub(super) fn cancel_doomed(&self, doomed: Vec<Entry>, ctx: &dyn TaskContext) {
+        let n = doomed.len();
+        for entry in doomed {
+            entry.into_job().cancel(ctx);
+        }
+        self.pending.fetch_sub(n, Ordering::SeqCst);
+    }
+
+    /// After `shutdown`: cancels the tasks the policies do not keep (all of
+    /// them once the executor is dropped). The backend is purged once per
+    /// policy (an O(n) pass); entries placed afterwards are filtered by
+    /// `place`.
+    pub(super) fn cancel_on_shutdown(&self, queue: &mut Queue, now: Nanos) {
+        let filter = if self.discard_on_shutdown.load(Ordering::SeqCst) {
+            DROP_ALL
+        } else if self.keep_periodic_on_shutdown {
+            KEEP_ALL
+        } else {
+            DROP_PERIODIC
+        };
+        if self.shutdown_filter.load(Ordering::Relaxed) == filter {
+            return;
+        }
+        self.shutdown_filter.store(filter, Ordering::Relaxed);
+        let mut kept = Vec::new();
+        for entry in queue.drain() {
+            if entry.is_final() {
+                self.discard(entry);
+            } else if self.dropped_on_shutdown(&*entry) {
+                self.cancel_dropped(entry);
+            } else {
+                kept.push(entry);
+            }
+        }
+        // Put back in the order `drain` gave them (earliest first where the
+        // backend knows it cheaply).
+        for entry in kept {
+            self.place(queue, entry.deadline(), entry, now);
+        }
+    }
+
+    /// Takes every task out (for `shutdown_now`): those in the backend,
+    /// those still in the command queue, and those the shutdown policies
+    /// dropped that the timer thread has not cancelled yet.
+    pub(crate) fn drain(&self) -> Vec<Job> {
+        let mut queue = self.queue.lock();
+        while !self.apply_commands(&mut queue, self.clock.now()) {}
+        let mut entries = queue.drain();
+        entries.append(&mut self.take_doomed());
+        self.pending.fetch_sub(entries.len(), Ordering::SeqCst);
+        entries.into_iter().map(|entry| entry.into_job()).collect()
+    }
+}
+
+/// loom models of the shutdown policies (see the driver's `loom_model` for
+/// how the models treat time).
+///
+/// * `periodic_rearm_vs_shutdown`: a periodic task, due at once, runs on a
+///   real worker and re-arms while the main thread calls `shutdown` (which
+///   does not keep periodic tasks). Asserted: it runs at most once, ends
+///   CANCELLED (its join says so), its closure is dropped once, `pending`
+///   is 0, and the worker and the timer thread exit (a re-armed entry that
+///   nobody removes would keep them waiting: deadlock).
+/// * `discarded_at_shutdown_before_the_workers_exit`: the shutdown
+///   policies discard a delayed task (as when the last executor handle is
+///   dropped) while a real worker waits to exit. The timer thread moves
+///   the entry to `doomed` under the lock and cancels it after releasing
+///   the lock, its closure's destructor (user code) running outside it.
+///   Asserted: the worker exits only after the closure was dropped (the
+///   entry stays counted in `pending` until it is cancelled), the handle
+///   says cancelled, `pending` is 0, and both threads exit.
+/// * `discarded_at_shutdown_vs_shutdown_now`: the same discard races with
+///   `shutdown_now`, whose drain also takes what `doomed` holds. Asserted:
+///   the task is cancelled by the timer thread or returned by
+///   `shutdown_now`, exactly one of the two; its closure is dropped once;
+///   `pending` is 0.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::super::loom_model::{schedule, LATER};
+    use super::super::{run_with_clock, Waiting};
+    use super::*;
+    use crate::loom_support::{
+        bare_pool, join_all, model, schedule_periodic, spawn_workers, DropCounter,
+    };
+    use crate::sync::{thread, Arc, AtomicUsize};
+
+    #[test]
+    fn periodic_rearm_vs_shutdown() {
+        model("timer::periodic_rearm_vs_shutdown", || {
+            let (pool, deques) = bare_pool(1, Default::default());
+            let (runs, drops) = (Arc::new(AtomicUsize::new(0)), DropCounter::new());
+            let (r, guard) = (Arc::clone(&runs), drops.guard());
+            let period = crate::task::Period::FixedRate {
+                period: LATER,
+                missed: crate::task::MissedRuns::Burst,
+            };
+            let task = schedule_periodic(
+                &pool,
+                move || {
+                    let _keep = &guard;
+                    r.fetch_add(1, Ordering::SeqCst);
+                },
+                0,
+                period,
+            )
+            .expect("the pool accepts it");
+            let workers = spawn_workers(&pool, deques);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || run_with_clock(&*pool, || 0, Waiting::new(0)))
+            };
+            pool.shutdown();
+            join_all(workers);
+            timer.join().unwrap();
+            assert!(runs.load(Ordering::SeqCst) <= 1);
+            assert!(task.join().is_err_and(|e| e.is_cancelled()));
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
+            assert_eq!(pool.timer.pending(), 0);
+        });
+    }
+
+    #[test]
+    fn discarded_at_shutdown_before_the_workers_exit() {
+        model(
+            "timer::discarded_at_shutdown_before_the_workers_exit",
+            || {
+                let (pool, deques) = bare_pool(1, Default::default());
+                pool.timer.discard_on_shutdown();
+                let drops = DropCounter::new();
+                let guard = drops.guard();
+                let task = schedule(&pool, move || drop(guard), 0, LATER);
+                let workers = spawn_workers(&pool, deques);
+                let timer = {
+                    let pool = Arc::clone(&pool);
+                    thread::spawn(move || run_with_clock(&*pool, || 0, Waiting::new(0)))
+                };
+                pool.shutdown();
+                join_all(workers);
+                assert_eq!(drops.drops(), 1, "the worker exited after the cancel");
+                timer.join().unwrap();
+                assert!(task.is_cancelled());
+                assert_eq!(pool.timer.pending(), 0);
+            },
+        );
+    }
+
+    #[test]
+    fn discarded_at_shutdown_vs_shutdown_now() {
+        model("timer::discarded_at_shutdown_vs_shutdown_now", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            pool.timer.discard_on_shutdown();
+            let drops = DropCounter::new();
+            let guard = drops.guard();
+            let task = schedule(&pool, move || drop(guard), 0, LATER);
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || run_with_clock(&*pool, || 0, Waiting::new(0)))
+            };
+            pool.shutdown();
+            let returned = pool.shutdown_now();
+            let returned_count = returned.len();
+            for job in returned {
+                job.cancel(&*pool);
+            }
+            timer.join().unwrap();
+            assert!(returned_count <= 1);
+            assert!(task.is_cancelled());
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
+            assert_eq!(pool.timer.pending(), 0);
+        });
+    }
+}

@@ -1,0 +1,269 @@
+//! Cancelled entries: a cancel only counts itself, and the timer thread
+//! sweeps the dead entries out in one pass once they are half of what it
+//! holds.
+//!
+//! # Cancelled entries: counted, then swept
+//!
+//! A cancel sends nothing. The canceller moves the task's state to
+//! CANCELLED (dropping its closure at once: `task/cell.rs`) and adds one to the
+//! count of cancels in `dead`; the entry, now dead weight, stays in the
+//! backend until the timer thread *sweeps* the dead entries out in one
+//! O(n) pass ([`DelayQueue::remove_where`](crate::timer::queue::DelayQueue::remove_where)). It sweeps when the count
+//! reaches `sweep_at`, half the entries it held at its last turn, so a
+//! sweep of n entries pays for n/2 cancels (O(1) per cancel, amortised),
+//! at most half of what the backend holds is dead, and the last of a
+//! million cancels still leads to a sweep (`sweep_at` is at least 1). A
+//! cancelled task never holds up termination: once only dead entries are
+//! left, they are more than half.
+//!
+//! `dead` packs the count (low 40 bits) and `sweep_at` (high 24 bits) in one
+//! word, so that a cancel reads the threshold in the same read-modify-write
+//! that counts it: the canceller's `fetch_add` and the timer thread's
+//! publication of `sweep_at` (or its read of the word before it sleeps) are
+//! ordered by the word's modification order. Either the timer thread's read
+//! comes later and sees the count (it sweeps before it sleeps), or the
+//! cancel comes later and sees the threshold the timer thread sleeps with
+//! (and wakes it if the count reached it). The count only goes down by what
+//! a sweep read (`Acquire`, against the cancel's `Release`: every counted
+//! cancel's state change is visible to that sweep). A sweep applies the
+//! queued commands after it read the count and before it removes: a task
+//! is cancelled through the handle its scheduling returned, after its
+//! insert command was pushed, so the entry of every cancel the sweep
+//! counted is in the backend by then (or was handed over), and is removed.
+//! So the count is never less than the dead entries the backend holds; it
+//! may be more (a dead entry that fell due before a sweep was handed over,
+//! and the worker skipped it), which only brings a sweep forward.
+//!
+//! A cancelled entry is still counted in `pending` (and against
+//! `max_scheduled_tasks`) until it is swept; `reserve` sweeps before it
+//! refuses a task, so the limit counts live tasks only. A sweep gives its
+//! slots back (`pending`) before it lowers the count (`Release`), so a
+//! `reserve` that reads the count at 0 (`Acquire`) then finds them free,
+//! and one that reads it above 0 sweeps itself, after any sweep in progress.
+//!
+//! # Invariant
+//!
+//! The dead entries the backend holds are at most the count in `dead`,
+//! and the timer thread never sleeps with that count at or above
+//! `sweep_at` (see above).
+
+use crate::sync::Ordering;
+use crate::time::Nanos;
+
+use super::{Queue, Timer};
+
+/// `Timer::dead`: the bits of the count of cancels not yet swept.
+const DEAD_COUNT_BITS: u32 = 40;
+/// `Timer::dead`: the mask of the count.
+const DEAD_COUNT: u64 = (1 << DEAD_COUNT_BITS) - 1;
+/// `Timer::dead`: the largest `sweep_at` (with more entries than twice
+/// this, a sweep pays for fewer cancels than half of them, still many).
+const MAX_SWEEP_AT: u64 = (1 << (64 - DEAD_COUNT_BITS)) - 1;
+
+/// The count and `sweep_at` in a `Timer::dead` word.
+fn unpack_dead(word: u64) -> (u64, u64) {
+    (word & DEAD_COUNT, word >> DEAD_COUNT_BITS)
+}
+
+/// A `Timer::dead` word with no cancel counted and `sweep_at` 1: the timer
+/// starts empty.
+pub(super) const DEAD_AT_START: u64 = 1 << DEAD_COUNT_BITS;
+
+impl Timer {
+    /// Before `reserve` tries again after a refusal: sweeps the cancelled
+    /// entries out on the calling thread if any cancel is counted, so that
+    /// the limit counts live tasks only (module doc).
+    pub(super) fn sweep_for_room(&self) {
+        // A count of 0 read here comes after the last sweep's decrement, so
+        // after the slots that sweep gave back (`sweep`): the try below sees
+        // them. A count above 0 is swept here (after any sweep in progress,
+        // under the lock) before that try.
+        let (cancels, _) = unpack_dead(self.dead.load(Ordering::Acquire));
+        if cancels > 0 {
+            self.sweep_here();
+        }
+    }
+
+    /// Sweeps on the calling thread (applying the queued commands first:
+    /// `sweep`) and wakes the timer thread (see `commands`: a command
+    /// applied here may be due before it would wake).
+    fn sweep_here(&self) {
+        {
+            let mut queue = self.queue.lock();
+            self.sweep(&mut queue, self.clock.now());
+        }
+        self.parker.unpark();
+    }
+
+    /// Counts a cancel of a task the timer may hold (its state is already
+    /// CANCELLED), and wakes the timer thread to sweep if the count reached
+    /// `sweep_at` (module doc). `Release`: the sweep that reads the count
+    /// sees the state.
+    pub(crate) fn note_cancelled(&self) {
+        let word = self.dead.fetch_add(1, Ordering::AcqRel) + 1;
+        let (cancels, sweep_at) = unpack_dead(word);
+        if cancels >= sweep_at {
+            self.parker.unpark();
+        }
+    }
+
+    /// Sweeps the cancelled entries out if the count reached `sweep_at`.
+    pub(super) fn sweep_if_due(&self, queue: &mut Queue, now: Nanos) {
+        let (cancels, sweep_at) = unpack_dead(self.dead.load(Ordering::Acquire));
+        if cancels > 0 && cancels >= sweep_at {
+            self.sweep(queue, now);
+        }
+    }
+
+    /// Removes every cancelled entry from the backend and takes the cancels
+    /// it read off the count (module doc). The commands queued when it read
+    /// the count are applied first (`now`: as for `apply_commands`), so that
+    /// the entry of every cancel it counted is in the backend. Its slots are
+    /// given back (`pending`) before the count goes down, so that `reserve`,
+    /// which reads the count after a refusal, finds them.
+    fn sweep(&self, queue: &mut Queue, now: Nanos) {
+        let (cancels, _) = unpack_dead(self.dead.load(Ordering::Acquire));
+        self.apply_commands(queue, now);
+        // Each entry is dropped as it leaves (freeing its task), before the
+        // backend frees its own storage once empty.
+        let swept = queue.remove_where(&mut |entry| entry.is_final(), &mut drop);
+        if swept > 0 {
+            self.pending.fetch_sub(swept, Ordering::SeqCst);
+        }
+        self.dead.fetch_sub(cancels, Ordering::Release);
+    }
+
+    /// Publishes the count of cancels at which a cancel wakes the timer
+    /// thread to sweep: half the `held` entries (at least 1). True if the
+    /// count already reached it: sweep before sleeping (module doc).
+    pub(super) fn publish_sweep_at(&self, held: usize) -> bool {
+        let sweep_at = (held as u64 / 2).clamp(1, MAX_SWEEP_AT);
+        let mut word = self.dead.load(Ordering::Acquire);
+        if unpack_dead(word).1 != sweep_at {
+            let publish = |w: u64| Some(w & DEAD_COUNT | sweep_at << DEAD_COUNT_BITS);
+            word = self
+                .dead
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, publish)
+                .expect("the update always applies");
+        }
+        unpack_dead(word).0 >= sweep_at
+    }
+}
+
+/// loom models of the count-and-sweep protocol (see the driver's
+/// `loom_model` for how the models treat time).
+///
+/// * `cancel_vs_sweep`: a cancel races with the timer thread's turn (its
+///   placing of the entry, its publication of `sweep_at` and its last look
+///   at the count before it sleeps). Asserted: the entry is swept out
+///   either way (the timer thread runs until the backend is empty; a
+///   missed sweep would leave it asleep: deadlock), `pending` is exactly 0
+///   and the closure was dropped once.
+/// * `cancel_vs_shutdown_keeping_delayed`: the same race after `shutdown`,
+///   when the first turn after it takes the kept delayed tasks out and
+///   puts them back (`cancel_on_shutdown`'s purge). Asserted as above. (A
+///   regression model from the earlier removal-by-key protocol, where a
+///   cancel that read a key the purge had just made stale left its entry,
+///   and `pending`, until its deadline.)
+/// * `reserve_after_cancel_at_the_limit`: room for one task; it is
+///   scheduled and cancelled, and another scheduled, while the timer thread
+///   takes a turn (placing the first entry, sweeping). Asserted: the second
+///   is admitted whatever the interleaving (a sweep that counted the cancel
+///   before its entry was placed, or lowered the count before giving the
+///   slot back, made `reserve` refuse it), and `pending` is 1.
+/// * `two_cancels_reach_sweep_at`: four entries (so `sweep_at` is 2), two
+///   of them cancelled by two threads at once while the timer thread turns.
+///   Asserted: the second cancel to be counted leads to a sweep (the timer
+///   thread runs until it holds two entries: a lost wake-up is a
+///   deadlock), the two live entries stay, and `pending` is 2.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::super::loom_model::{schedule, turns_until, LATER};
+    use super::super::turn;
+    use super::*;
+    use crate::loom_support::{bare_pool, join_all, model, DropCounter, DEFAULT_POLICY};
+    use crate::pool::Pool;
+    use crate::sync::{thread, Arc};
+    use crate::timer::TimerQueue;
+
+    /// A cancel racing with the timer thread's placing of the entry; with
+    /// `shut_down`, after `shutdown` (see `shutdown`).
+    fn race_cancel_with_place(shut_down: bool) {
+        let (pool, _) = bare_pool(1, Default::default());
+        let drops = DropCounter::new();
+        let guard = drops.guard();
+        let handle = schedule(&pool, move || drop(guard), 0, LATER);
+        if shut_down {
+            pool.shutdown();
+        }
+        let timer = {
+            let pool = Arc::clone(&pool);
+            thread::spawn(move || turns_until(&pool, |_, held| held == 0))
+        };
+        assert!(handle.cancel());
+        timer.join().unwrap();
+        // A removal the timer thread did not need may still be queued.
+        assert!(pool.timer.drain().is_empty());
+        assert_eq!(pool.timer.pending(), 0);
+        assert_eq!(drops.drops(), 1);
+    }
+
+    #[test]
+    fn cancel_vs_sweep() {
+        model("timer::cancel_vs_sweep", || race_cancel_with_place(false));
+    }
+
+    #[test]
+    fn cancel_vs_shutdown_keeping_delayed() {
+        model("timer::cancel_vs_shutdown_keeping_delayed", || {
+            race_cancel_with_place(true)
+        });
+    }
+
+    #[test]
+    fn reserve_after_cancel_at_the_limit() {
+        model("timer::reserve_after_cancel_at_the_limit", || {
+            let timer = Timer::new(TimerQueue::heap(), DEFAULT_POLICY, 1);
+            let pool = Arc::new(Pool::new(1, Default::default(), timer).0);
+            let first = schedule(&pool, || (), 0, LATER);
+            let turning = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || {
+                    let _ = turn(&*pool, || 0);
+                })
+            };
+            assert!(first.cancel());
+            let second = crate::loom_support::schedule(&pool, || (), 0, LATER);
+            turning.join().unwrap();
+            assert!(second.is_ok(), "the cancelled task's slot is free");
+            assert_eq!(pool.timer.pending(), 1);
+        });
+    }
+
+    #[test]
+    fn two_cancels_reach_sweep_at() {
+        model("timer::two_cancels_reach_sweep_at", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            // Two at a time (the command queue holds two under loom); the
+            // timer thread places them and publishes `sweep_at` = 2.
+            let mut handles: Vec<_> = (0..2).map(|_| schedule(&pool, || (), 0, LATER)).collect();
+            turns_until(&pool, |_, held| held == 2);
+            handles.extend((0..2).map(|_| schedule(&pool, || (), 0, LATER)));
+            turns_until(&pool, |_, held| held == 4);
+            let mut handles = handles.into_iter();
+            let cancellers: Vec<_> = handles
+                .by_ref()
+                .take(2)
+                .map(|h| thread::spawn(move || assert!(h.cancel())))
+                .collect();
+            let timer = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || turns_until(&pool, |_, held| held == 2))
+            };
+            join_all(cancellers);
+            timer.join().unwrap();
+            assert_eq!(pool.timer.pending(), 2);
+            assert!(handles.all(|h| !h.is_finished()), "the live entries stay");
+        });
+    }
+}
