@@ -27,11 +27,24 @@ fn sum(lo: u64, hi: u64) -> u64 {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // The tour provokes panics on purpose. The pool's `on_panic` hook prints
+    // each as one line, so std's default message (and backtrace) is kept
+    // for panics elsewhere only.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let on_the_pool = std::thread::current()
+            .name()
+            .is_some_and(|name| name.starts_with("tour-"));
+        if !on_the_pool {
+            default_hook(info);
+        }
+    }));
+
     let panics = Arc::new(AtomicUsize::new(0));
     let seen = panics.clone();
     let pool = ScheduledExecutor::builder()
         .worker_threads(4)
-        .thread_name("tour-worker")
+        .thread_name("tour")
         .on_panic(move |p| {
             seen.fetch_add(1, Ordering::SeqCst);
             println!("  on_panic hook saw: {p}");
@@ -63,7 +76,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("  all ran in {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
 
     println!("4. a panic is isolated");
-    // The default panic hook prints the panic; our on_panic hook sees it too.
+    // The on_panic hook sees it (and prints it, above); so does the handle.
     let oops = pool.submit(|| -> u32 { panic!("something broke") })?;
     match oops.join() {
         Err(TaskError::Panicked(p)) => {

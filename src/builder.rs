@@ -61,7 +61,7 @@ impl Default for Builder {
     fn default() -> Self {
         Builder {
             worker_threads: None,
-            thread_name: ThreadName::Prefix("chronopool-worker".to_owned()),
+            thread_name: ThreadName::Prefix("chronopool".to_owned()),
             stack_size: None,
             hooks: Hooks::default(),
             timer_queue: TimerQueue::default(),
@@ -75,7 +75,8 @@ impl Default for Builder {
 
 impl Builder {
     /// A builder with the defaults: one worker thread per CPU, threads named
-    /// `chronopool-worker-<i>`, the platform's default stack size, no hooks.
+    /// `chronopool-<i>` (and the timer thread `chronopool-timer`), the
+    /// platform's default stack size, no hooks.
     pub fn new() -> Self {
         Self::default()
     }
@@ -87,16 +88,24 @@ impl Builder {
         self
     }
 
-    /// Names worker `i` `"<prefix>-<i>"` (default prefix: `chronopool-worker`).
+    /// Names worker `i` `"<prefix>-<i>"` and the timer thread
+    /// `"<prefix>-timer"` (default prefix: `chronopool`). Linux shows the
+    /// first 15 bytes of a thread's name.
+    ///
+    /// The timer thread runs no task (it hands them to the workers), so the
+    /// thread hooks ([`on_thread_start`](Self::on_thread_start),
+    /// [`on_thread_stop`](Self::on_thread_stop)), which prepare a thread
+    /// for running tasks, do not run on it.
     pub fn thread_name(mut self, prefix: impl Into<String>) -> Self {
         self.thread_name = ThreadName::Prefix(prefix.into());
         self
     }
 
-    /// Names worker `i` with `name(i)`. It is called for every worker
-    /// before any thread starts, on the thread that calls
-    /// [`build`](Self::build); a name with a NUL byte, or a panic of
-    /// `name`, makes `build` fail with a [`BuildError`] (and start nothing).
+    /// Names worker `i` with `name(i)` (the timer thread is then named
+    /// `chronopool-timer`). It is called for every worker before any
+    /// thread starts, on the thread that calls [`build`](Self::build); a
+    /// name with a NUL byte, or a panic of `name`, makes `build` fail with
+    /// a [`BuildError`] (and start nothing).
     ///
     /// ```
     /// # use chronopool::ScheduledExecutor;
@@ -124,7 +133,7 @@ impl Builder {
     }
 
     /// Runs `hook` on each worker thread when it starts, before it runs any
-    /// task. A panic in the hook is caught (the default panic hook of `std`
+    /// task (not on the timer thread, which runs no task). A panic in the hook is caught (the default panic hook of `std`
     /// prints it); the thread goes on.
     pub fn on_thread_start(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
         self.hooks.on_thread_start = Some(Box::new(hook));
@@ -219,7 +228,7 @@ impl Builder {
     /// worker is idle, the timer thread ends each wait of at least five
     /// windows by sleeping until one window before the deadline and
     /// spinning the rest. A task then starts ~10 µs after its deadline
-    /// instead of ~50 µs (median, measured on a 2-core VM; see the README).
+    /// instead of ~50 µs (median, measured on a 2-core VM; `benches/README.md`).
     /// The price is CPU: at most one window of spinning per wait of five,
     /// and usually about half a window, since the sleep itself ends late.
     /// With many scheduled tasks the timer thread never spins.
@@ -296,7 +305,7 @@ impl Builder {
             }
         }
         let timer_pool = Arc::clone(&pool);
-        let mut builder = thread::Builder::new().name("chronopool-timer".to_owned());
+        let mut builder = thread::Builder::new().name(self.thread_name.of_timer());
         if let Some(bytes) = self.stack_size {
             builder = builder.stack_size(bytes);
         }
@@ -309,6 +318,16 @@ impl Builder {
 }
 
 impl ThreadName {
+    /// The timer thread's name: `<prefix>-timer`, or `chronopool-timer`
+    /// with a naming function (the prefix was checked with the workers'
+    /// names).
+    fn of_timer(&self) -> String {
+        match self {
+            ThreadName::Prefix(prefix) => format!("{prefix}-timer"),
+            ThreadName::Fn(_) => "chronopool-timer".to_owned(),
+        }
+    }
+
     /// The name of worker `index`, checked: the builder's `Fn` is user code
     /// (its panic is caught), and no thread name may hold a NUL byte.
     fn of(&self, index: usize) -> Result<String, BuildError> {

@@ -1,12 +1,17 @@
 //! Submitting from inside a task to the executor that runs it, without
-//! carrying a handle to that executor: [`submit`] and [`execute`].
+//! carrying a handle to that executor: [`submit`], [`execute`] and
+//! [`schedule`].
 //!
 //! These find the executor through the worker thread they are called on, so
-//! a task tree costs no reference counting of the executor per task.
+//! a task tree submitted with `execute` costs no reference counting of the
+//! executor per task (a handle holds a reference to it).
 
-use crate::handle::TaskHandle;
+use std::time::Duration;
+
+use crate::handle::{ScheduledHandle, TaskHandle};
 use crate::pool::{worker, SubmitError, SubmitErrorKind};
 use crate::sync::Arc;
+use crate::time::clock;
 
 /// Submits `f` to the executor whose worker thread is calling, into that
 /// worker's own deque, and returns a handle to its result: the in-pool
@@ -61,6 +66,45 @@ where
 {
     worker::with_current(|ctx| match ctx {
         Some(ctx) => ctx.pool.execute(Some(ctx), f),
+        None => Err(SubmitError::new(f, SubmitErrorKind::NotOnWorker)),
+    })
+}
+
+/// Schedules `f` to run on the executor whose worker thread is calling,
+/// once `delay` has passed: the in-pool counterpart of
+/// [`ScheduledExecutor::schedule`](crate::ScheduledExecutor::schedule), for
+/// a task that arranges its own retry or follow-up.
+///
+/// ```
+/// use chronopool::ScheduledExecutor;
+/// use std::time::Duration;
+///
+/// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+/// let attempt = pool.submit(|| {
+///     // Failed: try again in a moment, from the worker.
+///     chronopool::schedule(|| "second attempt", Duration::from_millis(5)).expect("on a worker")
+/// })?;
+/// assert_eq!(attempt.join()?.join()?, "second attempt");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+///
+/// [`SubmitErrorKind::NotOnWorker`] if the calling thread is not a worker
+/// of any executor; otherwise as for `ScheduledExecutor::schedule`. `f` is
+/// given back either way.
+pub fn schedule<F, T>(f: F, delay: Duration) -> Result<ScheduledHandle<T>, SubmitError<F>>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    worker::with_current(|ctx| match ctx {
+        Some(ctx) => {
+            let pool = &ctx.pool;
+            let now = pool.timer.clock.now();
+            pool.schedule(f, now, now.saturating_add(clock::nanos(delay)))
+                .map(|cell| ScheduledHandle::new(cell, Arc::clone(pool)))
+        }
         None => Err(SubmitError::new(f, SubmitErrorKind::NotOnWorker)),
     })
 }

@@ -11,7 +11,8 @@ use std::time::Duration;
 use crate::task::{PanicPayload, TaskError};
 
 /// Why a timed join ([`TaskHandle::join_timeout`](crate::TaskHandle::join_timeout),
-/// [`ScheduledHandle::join_timeout`](crate::ScheduledHandle::join_timeout))
+/// [`ScheduledHandle::join_timeout`](crate::ScheduledHandle::join_timeout),
+/// [`PeriodicHandle::join_timeout`](crate::PeriodicHandle::join_timeout))
 /// returned without a value. `H` is the handle, given back on a time-out.
 pub enum JoinTimeoutError<H> {
     /// The task did not finish in time. The handle is given back: join it

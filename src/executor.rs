@@ -6,11 +6,10 @@ use std::time::{Duration, Instant};
 
 use crate::builder::Builder;
 use crate::error::BuildError;
-use crate::handle::TaskHandle;
+use crate::handle::{PeriodicHandle, ScheduledHandle, TaskHandle};
 use crate::metrics::Metrics;
 use crate::pending::PendingTask;
 use crate::pool::{worker, Pool, SubmitError};
-use crate::scheduled::ScheduledHandle;
 use crate::sync::thread::JoinHandle;
 use crate::sync::{Arc, Mutex, StdArc};
 use crate::task::{MissedRuns, Period};
@@ -229,6 +228,11 @@ impl ScheduledExecutor {
     /// handle then reports the panic and the `on_panic` hook sees it).
     /// Joining it waits for either.
     ///
+    /// A task that needs its own executor (to submit work from each run)
+    /// should hold a [`WeakExecutor`] (from [`downgrade`](Self::downgrade)),
+    /// not a clone: a clone inside the task keeps the executor alive, so
+    /// dropping the other handles would never shut it down.
+    ///
     /// ```
     /// use chronopool::ScheduledExecutor;
     /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -248,6 +252,19 @@ impl ScheduledExecutor {
     /// }
     /// assert!(heartbeat.cancel());
     /// assert!(heartbeat.join().unwrap_err().is_cancelled());
+    ///
+    /// // A heartbeat that submits work through its own executor.
+    /// let weak = pool.downgrade();
+    /// let _beat = pool.schedule_at_fixed_rate(
+    ///     move || {
+    ///         if let Some(pool) = weak.upgrade() {
+    ///             let _ = pool.execute(|| { /* send it */ });
+    ///         }
+    ///     },
+    ///     Duration::ZERO,
+    ///     Duration::from_secs(1),
+    /// )?;
+    /// drop(pool); // shuts the pool down: the task held no strong handle
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
@@ -261,7 +278,7 @@ impl ScheduledExecutor {
         f: F,
         initial_delay: Duration,
         period: Duration,
-    ) -> Result<ScheduledHandle<()>, SubmitError<F>>
+    ) -> Result<PeriodicHandle, SubmitError<F>>
     where
         F: FnMut() + Send + 'static,
     {
@@ -281,7 +298,7 @@ impl ScheduledExecutor {
         initial_delay: Duration,
         period: Duration,
         missed: MissedRuns,
-    ) -> Result<ScheduledHandle<()>, SubmitError<F>>
+    ) -> Result<PeriodicHandle, SubmitError<F>>
     where
         F: FnMut() + Send + 'static,
     {
@@ -292,7 +309,7 @@ impl ScheduledExecutor {
             missed,
         };
         let cell = pool.schedule_periodic(f, first, period)?;
-        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
+        Ok(PeriodicHandle::new(cell, Arc::clone(pool)))
     }
 
     /// Runs `f` periodically with a fixed delay: first after
@@ -326,7 +343,7 @@ impl ScheduledExecutor {
         f: F,
         initial_delay: Duration,
         delay: Duration,
-    ) -> Result<ScheduledHandle<()>, SubmitError<F>>
+    ) -> Result<PeriodicHandle, SubmitError<F>>
     where
         F: FnMut() + Send + 'static,
     {
@@ -336,7 +353,7 @@ impl ScheduledExecutor {
             delay: clock::nanos(delay),
         };
         let cell = pool.schedule_periodic(f, first, period)?;
-        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
+        Ok(PeriodicHandle::new(cell, Arc::clone(pool)))
     }
 
     /// Stops accepting work. Tasks already queued still run; then the
@@ -402,6 +419,14 @@ impl ScheduledExecutor {
         self.pool().lifecycle.is_terminated()
     }
 
+    /// A handle that does not keep the executor alive (see
+    /// [`WeakExecutor`]).
+    pub fn downgrade(&self) -> WeakExecutor {
+        WeakExecutor {
+            inner: StdArc::downgrade(&self.inner),
+        }
+    }
+
     /// A snapshot of the executor's counters.
     pub fn metrics(&self) -> Metrics {
         let pool = self.pool();
@@ -417,6 +442,43 @@ impl ScheduledExecutor {
             m.panicked_tasks += stats.panicked();
         }
         m
+    }
+}
+
+/// A handle to an executor that does not keep it alive: what a task that
+/// needs its own executor should hold (a [`ScheduledExecutor`] clone inside
+/// one of its own tasks is a reference cycle: the executor would never see
+/// its last handle dropped). Made by [`ScheduledExecutor::downgrade`].
+///
+/// ```
+/// use chronopool::ScheduledExecutor;
+///
+/// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+/// let weak = pool.downgrade();
+/// assert!(weak.upgrade().is_some());
+/// drop(pool);
+/// assert!(weak.upgrade().is_none(), "the last handle shut it down");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct WeakExecutor {
+    inner: std::sync::Weak<Inner>,
+}
+
+impl WeakExecutor {
+    /// The executor, if a [`ScheduledExecutor`] handle to it still exists.
+    pub fn upgrade(&self) -> Option<ScheduledExecutor> {
+        self.inner
+            .upgrade()
+            .map(|inner| ScheduledExecutor { inner })
+    }
+}
+
+impl fmt::Debug for WeakExecutor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeakExecutor")
+            .field("alive", &(self.inner.strong_count() > 0))
+            .finish()
     }
 }
 

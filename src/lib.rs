@@ -40,15 +40,17 @@
 //!   from each other (crossbeam-deque). A task submitted from inside a task
 //!   goes to the submitting worker's own deque. Idle workers spin briefly,
 //!   then park; a new task wakes at most one of them, and none if one is
-//!   already looking for work (see the `sleep` module for the protocol and
+//!   already looking for work (see `pool/sleep.rs` for the protocol and
 //!   why no wake-up is lost).
 //! * **Tasks** are cells with one atomic state word that the worker and the
-//!   [`TaskHandle`] share (see the `task` module); a handle joins (also with
+//!   [`TaskHandle`] share (see `task/state.rs`); a handle joins (also with
 //!   a time-out, also as a `Future`), cancels, or is dropped to detach.
 //! * **Joining from inside the pool** runs queued tasks while it waits, as
 //!   `ForkJoinPool::join` does, so nested submit-and-join never deadlocks.
 //! * **Panics** are caught per task, counted, handed to the optional
-//!   [`Builder::on_panic`] hook and to the task's handle.
+//!   [`Builder::on_panic`] hook and to the task's handle; a panic of user
+//!   code that no handle reports (a destructor, a waker) goes to the hook
+//!   and never unwinds into the pool or into its caller.
 //! * **Time**: one timer thread per executor owns the delayed work queue
 //!   and hands each task that falls due to the workers; it sleeps until the
 //!   next deadline and never wakes when nothing is due (with few timers it
@@ -79,11 +81,23 @@
 //! | [`hierarchical_wheel()`](TimerQueue::hierarchical_wheel) | rounded up to a 1 ms tick | O(1) at any delay | many timers over wide spans (timeouts, leases, retries from ms to days) |
 //! | [`hashed_wheel()`](TimerQueue::hashed_wheel) | rounded up to a 1 ms tick | O(1) | many short, similar timeouts within a revolution (512 ms by default) |
 //!
-//! The README's "Performance" section has the measurements behind this.
+//! `benches/README.md` in the repository has the measurements behind this.
 //!
-//! All synchronisation primitives come from one internal module that, built
-//! with `RUSTFLAGS="--cfg loom"`, swaps them for [loom]'s model-checked ones;
-//! the `loom-tests` crate of the repository holds the models.
+//! # The source, layer by layer
+//!
+//! Each layer uses only the layers below it (`tests/layers.rs` checks it):
+//!
+//! * the API (the files at the root of `src/`): the executor, the builder,
+//!   the handles, the errors;
+//! * `pool/`: the queues, the workers and their sleep, the lifecycle;
+//! * `timer/`: the delayed work queue backends (`queue/`) and the timer
+//!   thread (`driver/`), which sees the pool only through a trait;
+//! * `task/`: the task cells and the jobs the queues move, which see
+//!   whatever runs them only through `TaskContext`;
+//! * `time/`: the executor's clock; `sync/`: the synchronisation
+//!   primitives, which, built with `RUSTFLAGS="--cfg loom"`, are [loom]'s
+//!   model-checked ones (the `loom-tests` crate of the repository holds the
+//!   models of whole pools; the models of each protocol sit beside it).
 //!
 //! [loom]: https://docs.rs/loom
 
@@ -103,20 +117,23 @@ mod loom_support;
 mod metrics;
 mod pending;
 mod pool;
-mod scheduled;
 mod sync;
 mod task;
 mod time;
 mod timer;
 
+/// The README's examples, compiled and run as doc tests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use builder::{Builder, MAX_TIMER_SPIN, MAX_WORKER_THREADS};
-pub use current::{execute, submit};
+pub use current::{execute, schedule, submit};
 pub use error::{BuildError, JoinTimeoutError};
-pub use executor::ScheduledExecutor;
-pub use handle::TaskHandle;
+pub use executor::{ScheduledExecutor, WeakExecutor};
+pub use handle::{CancelHandle, PeriodicHandle, ScheduledHandle, TaskHandle};
 pub use metrics::Metrics;
 pub use pending::PendingTask;
 pub use pool::{SubmitError, SubmitErrorKind};
-pub use scheduled::ScheduledHandle;
 pub use task::{MissedRuns, PanicPayload, TaskError};
 pub use timer::{TimerQueue, MAX_WHEEL_SLOTS, MAX_WHEEL_TICK};

@@ -13,10 +13,9 @@ use std::sync::Once;
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
-use crate::handle::TaskHandle;
+use crate::handle::{PeriodicHandle, ScheduledHandle, TaskHandle};
 use crate::pool::hooks::Hooks;
 use crate::pool::{worker, Pool, SubmitError};
-use crate::scheduled::ScheduledHandle;
 use crate::sync::deque::Worker;
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Ordering};
@@ -91,12 +90,12 @@ pub(crate) fn schedule_periodic<F>(
     f: F,
     first: Nanos,
     period: Period,
-) -> Result<ScheduledHandle<()>, SubmitError<F>>
+) -> Result<PeriodicHandle, SubmitError<F>>
 where
     F: FnMut() + Send + 'static,
 {
     let cell = pool.schedule_periodic(f, first, period)?;
-    Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
+    Ok(PeriodicHandle::new(cell, Arc::clone(pool)))
 }
 
 /// Starts the real worker threads (`worker::run`) for the deques of

@@ -186,7 +186,7 @@ fn threads_are_named_by_prefix_or_by_function() {
         .worker_threads(1)
         .build()
         .unwrap();
-    assert_eq!(names(&pool, 1), ["chronopool-worker-0"]);
+    assert_eq!(names(&pool, 1), ["chronopool-0"]);
 }
 
 #[test]

@@ -27,8 +27,8 @@
 //!   panic, at least that for a payload whose drop panics again (the second
 //!   panic may be reported too), and no panic that was not provoked;
 //! * `shutdown()` and `await_termination(30 s)` return true, and every thread
-//!   of the pool (its workers, by their unique name prefix, and its timer
-//!   thread, by thread id) is gone from `/proc/self/task` (Linux only).
+//!   of the pool (its workers and its timer thread, by the pool's unique
+//!   thread-name prefix) is gone from `/proc/self/task` (Linux only).
 //!
 //! A second family drops the *last* executor clone from each of those
 //! places (a closure, an output, a payload, a hook, a waker): nothing may
@@ -59,8 +59,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use chronopool::{
-    BuildError, Builder, JoinTimeoutError, PanicPayload, ScheduledExecutor, ScheduledHandle,
-    SubmitError, TaskError, TaskHandle, TimerQueue,
+    BuildError, Builder, JoinTimeoutError, PanicPayload, PeriodicHandle, ScheduledExecutor,
+    ScheduledHandle, SubmitError, TaskError, TaskHandle, TimerQueue,
 };
 use common::{eventually, Gate, GateWaiter, PATIENCE};
 
@@ -86,8 +86,9 @@ const FAR: Duration = Duration::from_secs(3600);
 /// The period of periodic tasks.
 const PERIOD: Duration = Duration::from_millis(1);
 
-/// The timer thread's name as `/proc/<tid>/comm` shows it (15 bytes:
-/// `chronopool-timer` truncated).
+/// The name a pool's timer thread has when its workers are named by a
+/// function, as `/proc/<tid>/comm` shows it (15 bytes: `chronopool-timer`
+/// truncated).
 const TIMER_COMM: &str = "chronopool-time";
 
 /// At most one pool of this binary at a time (see the module doc).
@@ -474,66 +475,51 @@ fn threads() -> Vec<(u32, String)> {
     .collect()
 }
 
-/// The ids of the timer threads of every pool alive.
-fn timer_tids() -> Vec<u32> {
-    threads()
-        .into_iter()
-        .filter(|(_, comm)| comm.starts_with(TIMER_COMM))
-        .map(|(tid, _)| tid)
-        .collect()
-}
-
-/// The threads of one pool: its workers, named `<prefix>-<i>`, and its
-/// timer thread, known by id (every pool's is named `chronopool-timer`).
+/// The threads of one pool: named `<prefix>-<i>` (its workers) and
+/// `<prefix>-timer` (its timer thread), the prefix unique to the pool.
 struct PoolThreads {
     prefix: String,
-    timers: Vec<u32>,
 }
 
 impl PoolThreads {
-    /// The threads of a pool just built with workers named `<prefix>-<i>`;
-    /// `timers_before` are the timer threads that existed before. Waits
-    /// until each thread has named itself (a thread names itself as it
-    /// starts). No-op off Linux.
-    fn started(prefix: String, timers_before: &[u32]) -> Result<Self, String> {
+    /// The threads of a pool just built with the thread name `prefix`.
+    /// Waits until each thread has named itself (a thread names itself as
+    /// it starts). No-op off Linux.
+    fn started(prefix: String) -> Result<Self, String> {
+        let pool = PoolThreads { prefix };
         if !cfg!(target_os = "linux") {
-            return Ok(PoolThreads {
-                prefix,
-                timers: Vec::new(),
-            });
+            return Ok(pool);
         }
-        let mut timers = Vec::new();
-        let mut workers = 0;
-        let worker = format!("{prefix}-");
+        let timer = format!("{}-timer", pool.prefix);
+        let mut live = Vec::new();
         let all_there = eventually(|| {
-            let now = threads();
-            workers = now.iter().filter(|(_, c)| c.starts_with(&worker)).count();
-            timers = now
-                .iter()
-                .filter(|(tid, c)| c.starts_with(TIMER_COMM) && !timers_before.contains(tid))
-                .map(|(tid, _)| *tid)
-                .collect();
-            workers == WORKERS && timers.len() == 1
+            live = pool.live_names();
+            live.len() == WORKERS + 1 && live.contains(&timer)
         });
         if !all_there {
             return Err(format!(
-                "the pool's threads did not show up: {workers} workers named {worker}*, \
-                 {} new timer threads",
-                timers.len()
+                "the pool's threads did not show up: {live:?} (expected {WORKERS} workers and {timer})"
             ));
         }
-        Ok(PoolThreads { prefix, timers })
+        Ok(pool)
     }
 
-    /// The pool's threads still alive.
-    fn live(&self) -> Vec<String> {
-        let worker = format!("{}-", self.prefix);
+    /// The names of the pool's threads still alive.
+    fn live_names(&self) -> Vec<String> {
+        let ours = format!("{}-", self.prefix);
         threads()
             .into_iter()
-            .filter(|(tid, comm)| {
-                comm.starts_with(&worker)
-                    || (comm.starts_with(TIMER_COMM) && self.timers.contains(tid))
-            })
+            .filter(|(_, comm)| comm.starts_with(&ours))
+            .map(|(_, comm)| comm)
+            .collect()
+    }
+
+    /// The pool's threads still alive, with their ids.
+    fn live(&self) -> Vec<String> {
+        let ours = format!("{}-", self.prefix);
+        threads()
+            .into_iter()
+            .filter(|(_, comm)| comm.starts_with(&ours))
             .map(|(tid, comm)| format!("{comm} (tid {tid})"))
             .collect()
     }
@@ -951,11 +937,10 @@ impl Fixture {
             .thread_name(prefix.clone())
             .timer_queue(queue.timer_queue())
             .on_panic(move |payload| hook.on_panic(payload));
-        let timers_before = timer_tids();
         let executor = configure(builder, &reports)
             .build()
             .map_err(|e| format!("build() failed: {e}"))?;
-        let threads = PoolThreads::started(prefix, &timers_before)?;
+        let threads = PoolThreads::started(prefix)?;
         Ok(Fixture {
             executor: Some(executor),
             reports,
@@ -1232,6 +1217,7 @@ fn settle(result: Result<Cargo, TaskError>) -> Outcome {
         Ok(_) => Outcome::Returned,
         Err(TaskError::Cancelled) => Outcome::Cancelled,
         Err(TaskError::Panicked(_)) => Outcome::Panicked,
+        Err(other) => panic!("a task ended in a way this file does not know: {other}"),
     };
     dispose(result);
     outcome
@@ -1255,7 +1241,7 @@ enum Handle {
     Detached,
     Task(TaskHandle<Cargo>),
     Once(ScheduledHandle<Cargo>),
-    Periodic(ScheduledHandle<()>),
+    Periodic(PeriodicHandle),
 }
 
 impl Handle {
@@ -2044,6 +2030,7 @@ fn run_holder(case: HolderCase) -> Result<(), String> {
                     Err(TaskError::Panicked(_)) => Outcome::Panicked,
                     Err(TaskError::Cancelled) => Outcome::Cancelled,
                     Ok(_) => Outcome::Returned,
+                    Err(other) => return Err(format!("join() gave {other}")),
                 };
                 drop(result);
                 if outcome != Outcome::Panicked {
@@ -2234,7 +2221,6 @@ fn run_thread_case(case: ThreadCase) -> Result<(), String> {
                     })
                 }
             };
-            let timers_before = timer_tids();
             let built = builder.build();
             let verdict = match (&built, case) {
                 (Err(BuildError::ThreadNamePanicked(payload)), ThreadCase::NameFn(fault, _)) => {
@@ -2254,10 +2240,9 @@ fn run_thread_case(case: ThreadCase) -> Result<(), String> {
             thread::sleep(Duration::from_millis(5));
             let started: Vec<_> = threads()
                 .into_iter()
-                .filter(|(tid, comm)| {
-                    comm.starts_with(&prefix)
-                        || (comm.starts_with(TIMER_COMM) && !timers_before.contains(tid))
-                })
+                // No other pool of this binary is alive (`SERIAL`): any
+                // timer thread would be this build's.
+                .filter(|(_, comm)| comm.starts_with(&prefix) || comm.starts_with(TIMER_COMM))
                 .collect();
             if started.is_empty() {
                 Ok(())
@@ -2352,13 +2337,12 @@ fn a_periodic_task_holding_a_clone_lets_the_pool_exit_after_shutdown() {
     }
     run_group("defect reproduction", &[Repro], |Repro| {
         let prefix = format!("cpf{}", NEXT_POOL.fetch_add(1, SeqCst));
-        let timers_before = timer_tids();
         let pool = ScheduledExecutor::builder()
-            .worker_threads(2)
+            .worker_threads(WORKERS)
             .thread_name(prefix.clone())
             .build()
             .map_err(|e| e.to_string())?;
-        let threads = PoolThreads::started(prefix, &timers_before)?;
+        let threads = PoolThreads::started(prefix)?;
         let p2 = pool.clone();
         let _h = pool
             .schedule_at_fixed_rate(

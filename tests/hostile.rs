@@ -50,23 +50,21 @@ fn serial() -> MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The threads of this process whose name starts with `prefix`, or that
-/// are a timer thread (`chronopool-timer`). `None` where `/proc` does not
-/// tell.
+/// The threads of this process whose name starts with `prefix` (a pool
+/// named with `thread_name(prefix)` names its workers `prefix-<i>` and its
+/// timer thread `prefix-timer`). `None` where `/proc` does not tell.
 fn threads_named(prefix: &str) -> Option<usize> {
     let tasks = std::fs::read_dir("/proc/self/task").ok()?;
     let count = tasks
         .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
-        .filter(|comm| {
-            let comm = comm.trim_end();
-            comm.starts_with(prefix) || comm == "chronopool-timer"
-        })
+        .filter(|comm| comm.trim_end().starts_with(prefix))
         .count();
     Some(count)
 }
 
-/// Asserts that every worker named `prefix…` and every timer thread has
-/// exited (threads left to exit on their own may take a moment).
+/// Asserts that every thread named `prefix…` (the pool's workers and its
+/// timer thread) has exited (threads left to exit on their own may take a
+/// moment).
 fn assert_no_thread_left(prefix: &str) {
     if threads_named(prefix).is_none() {
         return;
@@ -78,15 +76,20 @@ fn assert_no_thread_left(prefix: &str) {
     );
 }
 
-/// A pool of two workers named `prefix-<i>` on `queue`.
+/// A pool of two workers named `prefix-<i>` on `queue` (its timer thread
+/// is `prefix-timer`), once all three threads are there.
 fn named_pool(prefix: &str, queue: TimerQueue, keep_delayed: bool) -> ScheduledExecutor {
-    ScheduledExecutor::builder()
+    let pool = ScheduledExecutor::builder()
         .worker_threads(2)
         .thread_name(prefix)
         .timer_queue(queue)
         .keep_delayed_tasks_on_shutdown(keep_delayed)
         .build()
-        .unwrap()
+        .unwrap();
+    if threads_named(prefix).is_some() {
+        assert!(eventually(|| threads_named(prefix) == Some(3)));
+    }
+    pool
 }
 
 /// Defect 1, as reported: a heartbeat that submits work holds a clone of

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chronopool::{ScheduledExecutor, ScheduledHandle, SubmitErrorKind, TaskError, TimerQueue};
+use chronopool::{PeriodicHandle, ScheduledExecutor, SubmitErrorKind, TaskError, TimerQueue};
 use common::{block_on, eventually, pool, DropCounter, PATIENCE};
 
 /// A one-worker pool whose `on_panic` hook counts the panics it sees
@@ -347,12 +347,14 @@ fn shutdown_now_returns_delayed_tasks(queue: TimerQueue) {
 }
 
 /// The CPU time of the executor's own threads (/proc/self/task), in ticks.
-fn pool_threads_cpu_ticks() -> u64 {
+/// The CPU ticks (user and system, 10 ms each) used so far by the threads
+/// whose name starts with `prefix`.
+fn cpu_ticks_of_threads_named(prefix: &str) -> u64 {
     let mut ticks = 0;
     for entry in std::fs::read_dir("/proc/self/task").unwrap() {
         let dir = entry.unwrap().path();
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if !comm.starts_with("idle-pool") && !comm.starts_with("chronopool-tim") {
+        if !comm.starts_with(prefix) {
             continue;
         }
         let stat = std::fs::read_to_string(dir.join("stat")).unwrap_or_default();
@@ -364,13 +366,20 @@ fn pool_threads_cpu_ticks() -> u64 {
     ticks
 }
 
+/// An executor holding a hundred thousand timers due in an hour uses no
+/// CPU while it waits: its three threads (workers and timer thread, named
+/// after a prefix no other executor of this binary has) together use at
+/// most 10 ticks in a second, where a timer thread that woke every tick
+/// would use about 100.
 fn many_timers_far_away_cost_no_cpu(queue: TimerQueue) {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
     if !cfg!(target_os = "linux") {
         return; // reads /proc
     }
+    let prefix = format!("idle{}", NEXT.fetch_add(1, Ordering::SeqCst));
     let pool = ScheduledExecutor::builder()
         .worker_threads(2)
-        .thread_name("idle-pool")
+        .thread_name(prefix.clone())
         .timer_queue(queue)
         .build()
         .unwrap();
@@ -379,11 +388,9 @@ fn many_timers_far_away_cost_no_cpu(queue: TimerQueue) {
     }
     assert!(eventually(|| pool.metrics().scheduled_tasks == 100_000));
     std::thread::sleep(Duration::from_millis(100));
-    // Other executors in this test binary have timer threads too; a
-    // spinning timer would use ~100 ticks, so the bound has room for them.
-    let before = pool_threads_cpu_ticks();
+    let before = cpu_ticks_of_threads_named(&prefix);
     std::thread::sleep(Duration::from_secs(1));
-    let used = pool_threads_cpu_ticks() - before;
+    let used = cpu_ticks_of_threads_named(&prefix) - before;
     assert!(
         used <= 10,
         "idle executor threads used {used} ticks (10 ms each) in 1 s"
@@ -653,7 +660,7 @@ fn a_zero_period_is_an_error_that_gives_the_job_back(queue: TimerQueue) {
 fn counting_fixed_rate(
     pool: &ScheduledExecutor,
     period: Duration,
-) -> (Arc<AtomicUsize>, ScheduledHandle<()>) {
+) -> (Arc<AtomicUsize>, PeriodicHandle) {
     let runs = Arc::new(AtomicUsize::new(0));
     let r = runs.clone();
     let h = pool

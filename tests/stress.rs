@@ -17,8 +17,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use chronopool::{
-    JoinTimeoutError, MissedRuns, ScheduledExecutor, ScheduledHandle, SubmitErrorKind, TaskError,
-    TaskHandle, TimerQueue,
+    JoinTimeoutError, MissedRuns, PeriodicHandle, ScheduledExecutor, ScheduledHandle,
+    SubmitErrorKind, TaskError, TaskHandle, TimerQueue,
 };
 use common::{eventually, pool, DropCounter, PATIENCE};
 
@@ -279,7 +279,7 @@ fn periodic_tasks_never_overlap_and_stop_when_cancelled(queue: TimerQueue) {
     let state_broken = Arc::new(AtomicBool::new(false));
     let beats: Vec<Arc<Beat>> = (0..TASKS).map(|_| Arc::default()).collect();
 
-    let handles: Vec<ScheduledHandle<()>> = beats
+    let handles: Vec<PeriodicHandle> = beats
         .iter()
         .enumerate()
         .map(|(i, beat)| {
@@ -453,7 +453,7 @@ fn panics_do_not_kill_workers(queue: TimerQueue) {
     assert!(eventually(|| started.load(SeqCst) == WORKERS));
 
     // Well-behaved periodic tasks, running throughout.
-    let steady: Vec<(Arc<AtomicUsize>, ScheduledHandle<()>)> = (0..40)
+    let steady: Vec<(Arc<AtomicUsize>, PeriodicHandle)> = (0..40)
         .map(|_| {
             let runs = Arc::new(AtomicUsize::new(0));
             let r = runs.clone();
@@ -479,7 +479,7 @@ fn panics_do_not_kill_workers(queue: TimerQueue) {
     let mut normal_now: Vec<(usize, TaskHandle<usize>)> = Vec::new();
     let mut normal_later: Vec<(usize, ScheduledHandle<usize>)> = Vec::new();
     // (task, k, its run count, its handle): it panics on its k-th run.
-    let mut periodic: Vec<(usize, usize, Arc<AtomicUsize>, ScheduledHandle<()>)> = Vec::new();
+    let mut periodic: Vec<(usize, usize, Arc<AtomicUsize>, PeriodicHandle)> = Vec::new();
     for i in 0..TASKS {
         let delay = rng.micros_below(5_000);
         match i % 8 {

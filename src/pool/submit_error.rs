@@ -15,10 +15,21 @@ use std::fmt;
 /// assert_eq!(job(), 42); // the caller can still run it
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+///
+/// It converts into `Box<dyn Error + Send + Sync>` (so `?` works in such
+/// functions) for any job that is `Send`, whether or not the job is `Sync`:
+/// the job is never shared, only given back.
+#[must_use = "the refused job is inside: into_inner() gives it back"]
 pub struct SubmitError<F> {
     job: F,
     kind: SubmitErrorKind,
 }
+
+// SAFETY: no method takes `&self` to the job: `kind`, `Debug` and `Display`
+// read only `kind`, and the job leaves only by value (`into_inner`). So a
+// `&SubmitError<F>` shared between threads gives no access to `F`, and
+// `F: Sync` is not needed (as `std::sync::Exclusive` reasons).
+unsafe impl<F: Send> Sync for SubmitError<F> {}
 
 /// Why a submission was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,11 +44,25 @@ pub enum SubmitErrorKind {
     /// [`Builder::max_scheduled_tasks`](crate::Builder::max_scheduled_tasks)
     /// allows.
     TooManyScheduled,
-    /// [`chronopool::submit`](crate::submit) or
-    /// [`chronopool::execute`](crate::execute) was called on a thread that
-    /// is not a worker of any executor.
+    /// [`chronopool::submit`](crate::submit),
+    /// [`chronopool::execute`](crate::execute) or
+    /// [`chronopool::schedule`](crate::schedule) was called on a thread
+    /// that is not a worker of any executor.
     NotOnWorker,
 }
+
+impl fmt::Display for SubmitErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SubmitErrorKind::Shutdown => "the executor is shut down",
+            SubmitErrorKind::TooManyScheduled => "too many tasks are scheduled to run later",
+            SubmitErrorKind::ZeroPeriod => "the period of a periodic task must not be zero",
+            SubmitErrorKind::NotOnWorker => "the calling thread is not a worker of any executor",
+        })
+    }
+}
+
+impl std::error::Error for SubmitErrorKind {}
 
 impl<F> SubmitError<F> {
     pub(crate) fn new(job: F, kind: SubmitErrorKind) -> Self {
@@ -65,19 +90,26 @@ impl<F> fmt::Debug for SubmitError<F> {
 
 impl<F> fmt::Display for SubmitError<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            SubmitErrorKind::Shutdown => f.write_str("task rejected: the executor is shut down"),
-            SubmitErrorKind::TooManyScheduled => {
-                f.write_str("task rejected: too many tasks are scheduled to run later")
-            }
-            SubmitErrorKind::ZeroPeriod => {
-                f.write_str("task rejected: the period of a periodic task must not be zero")
-            }
-            SubmitErrorKind::NotOnWorker => {
-                f.write_str("task rejected: the calling thread is not a worker of any executor")
-            }
-        }
+        write!(f, "task rejected: {}", self.kind)
     }
 }
 
 impl<F> std::error::Error for SubmitError<F> {}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_with_a_job_that_is_not_sync_boxes_as_send_and_sync() {
+        let (_tx, rx) = std::sync::mpsc::channel::<u8>();
+        // `Receiver` is `Send` but not `Sync`, nor is the closure.
+        let job = move || rx.try_recv().is_ok();
+        let boxed: Box<dyn std::error::Error + Send + Sync> =
+            Box::new(SubmitError::new(job, SubmitErrorKind::Shutdown));
+        assert_eq!(
+            boxed.to_string(),
+            "task rejected: the executor is shut down"
+        );
+    }
+}

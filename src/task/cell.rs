@@ -10,7 +10,7 @@ use crate::sync::StdArc;
 use super::context::TaskContext;
 use super::error::{PanicPayload, TaskError};
 use super::job::{RunOutcome, Runnable};
-use super::state::{Header, Joinable, CANCELLED, RUNNING};
+use super::state::{Cancellable, Header, Joinable, CANCELLED, RUNNING};
 
 /// What the stage slot of a [`TaskCell`] holds.
 enum Stage<F, T> {
@@ -144,7 +144,7 @@ where
     }
 }
 
-impl<F, T> Joinable<T> for TaskCell<F, T>
+impl<F, T> Cancellable for TaskCell<F, T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -155,6 +155,16 @@ where
 
     fn cancel(&self, ctx: &dyn TaskContext) -> bool {
         self.cancel_then(ctx, || ())
+    }
+}
+
+impl<F, T> Joinable<T> for TaskCell<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
+        self
     }
 
     fn take_output(&self) -> Result<T, TaskError> {
@@ -227,7 +237,7 @@ mod tests {
         let cell = StdArc::new(TaskCell::new(|| 7));
         assert_eq!(Job::task(cell.clone()).run(&ctx), RunOutcome::Completed);
         assert!(cell.header().is_final());
-        assert!(!Joinable::cancel(&*cell, &ctx));
+        assert!(!Cancellable::cancel(&*cell, &ctx));
         assert_eq!(cell.take_output().ok(), Some(7));
     }
 
@@ -362,7 +372,7 @@ mod loom_model {
         };
         let canceller = {
             let (pool, cell) = (Arc::clone(&pool), StdArc::clone(cell));
-            thread::spawn(move || Joinable::cancel(&*cell, &*pool))
+            thread::spawn(move || Cancellable::cancel(&*cell, &*pool))
         };
         (pool, runner, canceller)
     }

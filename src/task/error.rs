@@ -24,6 +24,7 @@ use super::unwind::drop_payload;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum TaskError {
     /// The task was cancelled before it ran: through
     /// [`TaskHandle::cancel`](crate::TaskHandle::cancel),

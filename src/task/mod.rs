@@ -32,4 +32,4 @@ pub(crate) use job::{Job, RunOutcome};
 pub use periodic::MissedRuns;
 pub(crate) use periodic::{Period, PeriodicTask};
 pub(crate) use scheduled::ScheduledTask;
-pub(crate) use state::{Header, Joinable};
+pub(crate) use state::{Cancellable, Header, Joinable};

@@ -35,7 +35,7 @@ use super::context::TaskContext;
 use super::entry::TimerEntry;
 use super::error::{PanicPayload, TaskError};
 use super::job::{Job, RunOutcome, Runnable};
-use super::state::{Header, Joinable, PeriodicCancel, RUNNING};
+use super::state::{Cancellable, Header, Joinable, PeriodicCancel, RUNNING};
 
 /// What a fixed-rate task does when a run ends after the next one was due
 /// (the task ran long, or the pool was busy), drawn for a period of 10
@@ -262,7 +262,7 @@ impl<F: FnMut() + Send + 'static> Runnable for PeriodicTask<F> {
     }
 }
 
-impl<F: FnMut() + Send + 'static> Joinable<()> for PeriodicTask<F> {
+impl<F: FnMut() + Send + 'static> Cancellable for PeriodicTask<F> {
     fn header(&self) -> &Header {
         &self.header
     }
@@ -272,6 +272,16 @@ impl<F: FnMut() + Send + 'static> Joinable<()> for PeriodicTask<F> {
     /// progress ends the task itself and re-arms nothing.
     fn cancel(&self, ctx: &dyn TaskContext) -> bool {
         self.cancel_then(ctx, || ctx.note_cancelled())
+    }
+
+    fn deadline(&self) -> Option<Nanos> {
+        Some(self.deadline.load(Ordering::Relaxed))
+    }
+}
+
+impl<F: FnMut() + Send + 'static> Joinable<()> for PeriodicTask<F> {
+    fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
+        self
     }
 
     fn take_output(&self) -> Result<(), TaskError> {
@@ -284,10 +294,6 @@ impl<F: FnMut() + Send + 'static> Joinable<()> for PeriodicTask<F> {
             Some(payload) => Err(TaskError::Panicked(payload)),
             None => unreachable!("a periodic task completes only by panicking"),
         }
-    }
-
-    fn deadline(&self) -> Option<Nanos> {
-        Some(self.deadline.load(Ordering::Relaxed))
     }
 }
 
@@ -381,7 +387,7 @@ mod tests {
     fn a_cancel_between_runs_is_counted_and_drops_the_closure() {
         let ctx = TestContext::default();
         let (task, runs, drops) = counting(10, rate(MissedRuns::Burst));
-        assert!(Joinable::cancel(&*task, &ctx));
+        assert!(Cancellable::cancel(&*task, &ctx));
         assert_eq!(ctx.cancels.load(Ordering::SeqCst), 1);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
         assert_eq!(Job::task(task.clone()).run(&ctx), RunOutcome::Skipped);
@@ -550,7 +556,7 @@ mod loom_model {
                     }
                 })
             };
-            let cancelled = Joinable::cancel(&*cell, &*pool);
+            let cancelled = Cancellable::cancel(&*cell, &*pool);
             if cancelled {
                 shared.cancelled.store(true, Ordering::SeqCst);
             }

@@ -17,7 +17,7 @@ use super::context::TaskContext;
 use super::entry::TimerEntry;
 use super::error::TaskError;
 use super::job::{Job, RunOutcome, Runnable};
-use super::state::{Header, Joinable};
+use super::state::{Cancellable, Header, Joinable};
 
 /// A one-shot task with a deadline.
 pub(crate) struct ScheduledTask<F, T> {
@@ -52,7 +52,7 @@ where
     }
 }
 
-impl<F, T> Joinable<T> for ScheduledTask<F, T>
+impl<F, T> Cancellable for ScheduledTask<F, T>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -65,12 +65,22 @@ where
         self.task.cancel_then(ctx, || ctx.note_cancelled())
     }
 
+    fn deadline(&self) -> Option<Nanos> {
+        Some(self.deadline)
+    }
+}
+
+impl<F, T> Joinable<T> for ScheduledTask<F, T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
     fn take_output(&self) -> Result<T, TaskError> {
         self.task.take_output()
     }
 
-    fn deadline(&self) -> Option<Nanos> {
-        Some(self.deadline)
+    fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
+        self
     }
 }
 
@@ -103,10 +113,10 @@ mod tests {
         let ctx = TestContext::default();
         let task = StdArc::new(ScheduledTask::new(|| 7, 42));
         assert_eq!(TimerEntry::deadline(&*task), 42);
-        assert!(Joinable::cancel(&*task, &ctx));
+        assert!(Cancellable::cancel(&*task, &ctx));
         assert_eq!(ctx.cancels.load(Ordering::SeqCst), 1);
         assert!(TimerEntry::is_final(&*task));
-        assert!(!Joinable::cancel(&*task, &ctx), "a cancel wins once");
+        assert!(!Cancellable::cancel(&*task, &ctx), "a cancel wins once");
         assert_eq!(ctx.cancels.load(Ordering::SeqCst), 1);
     }
 

@@ -60,7 +60,7 @@
 
 use std::task::Waker;
 
-use crate::sync::{AtomicUsize, Mutex, Ordering};
+use crate::sync::{AtomicUsize, Mutex, Ordering, StdArc};
 use crate::time::Nanos;
 
 use super::context::TaskContext;
@@ -88,8 +88,9 @@ pub(crate) enum PeriodicCancel {
     Lost,
 }
 
-/// The handle's view of a task cell.
-pub(crate) trait Joinable<T>: Send + Sync {
+/// A task cell as a handle sees it whatever its output: something to
+/// cancel and to look at.
+pub(crate) trait Cancellable: Send + Sync {
     /// The state word and waiter slot.
     fn header(&self) -> &Header;
 
@@ -98,14 +99,20 @@ pub(crate) trait Joinable<T>: Send + Sync {
     /// (a panic there is reported, never unwound into the caller).
     fn cancel(&self, ctx: &dyn TaskContext) -> bool;
 
-    /// The result, once [`Header::is_final`] has returned true. Called at
-    /// most once (the handle is consumed or fused by it).
-    fn take_output(&self) -> Result<T, TaskError>;
-
     /// When a scheduled task is (next) due; `None` for an immediate task.
     fn deadline(&self) -> Option<Nanos> {
         None
     }
+}
+
+/// The handle's view of a task cell with output `T`.
+pub(crate) trait Joinable<T>: Cancellable {
+    /// The result, once [`Header::is_final`] has returned true. Called at
+    /// most once (the handle is consumed or fused by it).
+    fn take_output(&self) -> Result<T, TaskError>;
+
+    /// The same cell, without its output type (for a cancel handle).
+    fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable>;
 }
 
 /// The part of a task cell that does not depend on its closure or output

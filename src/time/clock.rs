@@ -46,6 +46,20 @@ impl Clock {
         self.origin.checked_add(Duration::from_nanos(deadline))
     }
 
+    /// The `Instant` of a deadline, or, if `Instant` cannot represent it,
+    /// one it can before it (halving the deadline until it fits: only a
+    /// deadline centuries away, on a platform with a narrow `Instant`, gets
+    /// there).
+    pub(crate) fn instant_of_saturating(&self, deadline: Nanos) -> Instant {
+        let mut nanos = deadline;
+        loop {
+            if let Some(instant) = self.instant_of(nanos) {
+                return instant;
+            }
+            nanos -= (nanos - nanos / 2).max(1);
+        }
+    }
+
     /// Time left until `deadline` (zero if it has passed).
     pub(crate) fn until(&self, deadline: Nanos) -> Duration {
         Duration::from_nanos(deadline.saturating_sub(self.now()))

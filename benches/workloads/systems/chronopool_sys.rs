@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use chronopool::{ScheduledExecutor, ScheduledHandle};
+use chronopool::{PeriodicHandle, ScheduledExecutor, ScheduledHandle};
 
 use super::{Executor, SpawnInside, Timers};
 
@@ -50,7 +50,7 @@ impl SpawnInside for Chronopool {
 
 impl Timers for Chronopool {
     type Handle = ScheduledHandle<()>;
-    type Periodic = ScheduledHandle<()>;
+    type Periodic = PeriodicHandle;
 
     fn schedule<F: FnOnce() + Send + 'static>(
         &self,

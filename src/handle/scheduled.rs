@@ -1,20 +1,22 @@
-//! [`ScheduledHandle`]: the handle of a task that runs later.
+//! [`ScheduledHandle`]: the handle of a one-shot task that runs later.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::error::JoinTimeoutError;
-use crate::handle::TaskHandle;
 use crate::pool::Pool;
 use crate::sync::{Arc, StdArc};
 use crate::task::{Joinable, TaskError, TimerEntry};
 
-/// The handle of a task scheduled to run later: everything a
+use super::{CancelHandle, TaskHandle};
+
+/// The handle of a one-shot task scheduled to run later: everything a
 /// [`TaskHandle`] has (join, join with a time-out, cancel, state, `.await`),
-/// plus [`delay`](ScheduledHandle::delay), the time left until it runs.
+/// plus [`delay`](ScheduledHandle::delay), the time left until it runs, and
+/// [`deadline`](ScheduledHandle::deadline), when.
 ///
 /// Dropping it detaches the task: it still runs when due.
 ///
@@ -28,6 +30,7 @@ use crate::task::{Joinable, TaskError, TimerEntry};
 /// assert_eq!(later.join()?, "ran");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[must_use = "dropping a ScheduledHandle detaches its task: it still runs when due, and its result is dropped"]
 pub struct ScheduledHandle<T> {
     handle: TaskHandle<T>,
 }
@@ -72,9 +75,6 @@ impl<T> ScheduledHandle<T> {
     /// never waits for its deadline), and until then it still counts
     /// towards [`Metrics::scheduled_tasks`](crate::Metrics::scheduled_tasks).
     ///
-    /// A periodic task that is running when cancelled finishes its run and
-    /// is not run again; this returns true for it too.
-    ///
     /// If dropping the closure panics, the panic goes to the executor's
     /// [`on_panic`](crate::Builder::on_panic) hook; it does not unwind from
     /// here, and the task is cancelled all the same.
@@ -95,13 +95,33 @@ impl<T> ScheduledHandle<T> {
     /// The time left until the task is due (zero once due, running or
     /// finished).
     pub fn delay(&self) -> Duration {
-        if self.is_finished() {
-            return Duration::ZERO;
-        }
-        match self.handle.deadline() {
-            Some(deadline) => self.handle.pool().timer.clock.until(deadline),
-            None => Duration::ZERO,
-        }
+        self.handle.delay()
+    }
+
+    /// When the task is due (or was: it stays the same after the run).
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let before = Instant::now();
+    /// let later = pool.schedule(|| (), Duration::from_secs(60))?;
+    /// assert!(later.deadline() >= before + Duration::from_secs(60));
+    /// later.cancel();
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn deadline(&self) -> Instant {
+        self.handle.deadline_instant()
+    }
+
+    /// A cheap, cloneable handle that can cancel the task from elsewhere
+    /// (see [`CancelHandle`]).
+    pub fn cancel_handle(&self) -> CancelHandle
+    where
+        T: 'static,
+    {
+        self.handle.cancel_handle()
     }
 }
 

@@ -12,6 +12,8 @@ use crate::sync::{Arc, StdArc};
 use crate::task::{Joinable, TaskContext, TaskError};
 use crate::time::Nanos;
 
+use super::CancelHandle;
+
 /// The handle of a submitted task: wait for its result, cancel it, look at
 /// its state, or `.await` it.
 ///
@@ -43,6 +45,7 @@ use crate::time::Nanos;
 /// # let _ = answer;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[must_use = "dropping a TaskHandle detaches its task: it still runs, and its result is dropped"]
 pub struct TaskHandle<T> {
     /// `None` once the output was taken by a poll that returned `Ready`.
     task: Option<StdArc<dyn Joinable<T>>>,
@@ -60,10 +63,6 @@ impl<T> TaskHandle<T> {
         }
     }
 
-    pub(crate) fn pool(&self) -> &Pool {
-        &self.pool
-    }
-
     /// The task's context: the pool, as the task layer sees it.
     fn context(&self) -> &dyn TaskContext {
         &*self.pool
@@ -73,6 +72,47 @@ impl<T> TaskHandle<T> {
     /// handed over its result.
     pub(crate) fn deadline(&self) -> Option<Nanos> {
         self.task.as_ref().and_then(|task| task.deadline())
+    }
+
+    /// The time left until a scheduled task is (next) due: zero once it is
+    /// due, running or finished.
+    pub(crate) fn delay(&self) -> Duration {
+        if self.is_finished() {
+            return Duration::ZERO;
+        }
+        match self.deadline() {
+            Some(deadline) => self.pool.timer.clock.until(deadline),
+            None => Duration::ZERO,
+        }
+    }
+
+    /// When a scheduled task is (next) due, as an `Instant`.
+    pub(crate) fn deadline_instant(&self) -> Instant {
+        let deadline = self.deadline().unwrap_or(0);
+        self.pool.timer.clock.instant_of_saturating(deadline)
+    }
+
+    /// A cheap handle that can cancel the task from elsewhere (see
+    /// [`CancelHandle`]); it can be cloned and sent to other threads, and
+    /// outlives this handle.
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let retry = pool.schedule(|| "retried", Duration::from_secs(60))?;
+    /// let cancel = retry.cancel_handle();
+    /// std::thread::spawn(move || assert!(cancel.cancel())).join().unwrap();
+    /// assert!(retry.join().unwrap_err().is_cancelled());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn cancel_handle(&self) -> CancelHandle
+    where
+        T: 'static,
+    {
+        let task = self.task.clone().map(|task| task.cancellable());
+        CancelHandle::new(task, Arc::clone(&self.pool))
     }
 
     fn task(&self) -> &StdArc<dyn Joinable<T>> {
