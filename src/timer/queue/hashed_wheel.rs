@@ -12,15 +12,16 @@
 //!
 //! **Buckets are arrays, not linked lists.** Each bucket keeps its entries
 //! in a vector of *items* (the entry's [`Key`] and its due tick, 16 bytes)
-//! in insertion order; the values live in the crate's generational
-//! [`Slab`], each with its bucket and its item's position there. So an
-//! insert appends to a vector, and every walk over a bucket (finding the
-//! next entry of a tick, finding the earliest entry) is a sequential pass
-//! over items that never reads the slab. A first version linked entries
-//! through the slab in intrusive lists, as Netty does through its entry
-//! objects: each walk then paid a cache miss per entry, and expiring a
-//! million entries spread over 20 revolutions took 1.7 s (13 ms with
-//! arrays: `benches/backends.rs`).
+//! in insertion order (the item store both wheels share, [`Items`], with
+//! its head and its count of holes); the values live in the crate's
+//! generational [`Slab`], each with its bucket and its item's position
+//! there. So an insert appends to a vector, and every walk over a bucket
+//! (finding the next entry of a tick, finding the earliest entry) is a
+//! sequential pass over items that never reads the slab. A first version
+//! linked entries through the slab in intrusive lists, as Netty does
+//! through its entry objects: each walk then paid a cache miss per entry,
+//! and expiring a million entries spread over 20 revolutions took 1.7 s (13
+//! ms with arrays: `benches/backends.rs`).
 //!
 //! An item whose entry left (popped out of insertion order, or removed by
 //! key) becomes a *hole* (its key is replaced by a marker): walks step over
@@ -121,7 +122,7 @@
 
 use std::cell::Cell;
 
-use super::{empty_keeping_little, retain_from, DelayQueue, Key, Nanos, Slab};
+use super::{DelayQueue, Hole, Items, Key, Nanos, Slab};
 
 /// The default tick: 1 ms.
 pub(crate) const DEFAULT_TICK: Nanos = 1_000_000;
@@ -141,10 +142,6 @@ const HOLE: Key = Key {
     slot: u32::MAX,
     generation: 0,
 };
-
-/// Holes a bucket may hold before it is compacted, however few its entries
-/// (compacting a tiny bucket at every removal would be wasted work).
-const MIN_COMPACTED: usize = 32;
 
 /// How many items ahead a pop asks for the slab entry it will need.
 const PREFETCH_AHEAD: usize = 8;
@@ -167,75 +164,15 @@ struct Item {
     due: u64,
 }
 
-impl Item {
+impl Hole for Item {
     #[inline]
     fn is_hole(&self) -> bool {
         self.key.slot == HOLE.slot
     }
-}
 
-/// One bucket: its entries' items in insertion order, with holes.
-#[derive(Debug, Default)]
-struct Bucket {
-    /// The items from `head` on are in the bucket; those before it left.
-    /// `items[head]`, if there, is not a hole.
-    items: Vec<Item>,
-    head: u32,
-    /// Holes from `head` on.
-    holes: u32,
-}
-
-impl Bucket {
-    /// The entries in the bucket.
     #[inline]
-    fn live(&self) -> usize {
-        self.items.len() - self.head as usize - self.holes as usize
-    }
-
-    /// Marks the item at `pos` as gone: the vector drops it if it is the
-    /// last (with the holes before it: a time-out cancelled soon after it
-    /// was set leaves nothing behind), the head moves past it (and past the
-    /// holes behind it) if it is the first, or it becomes a hole.
-    fn take(&mut self, pos: usize) {
-        if pos + 1 == self.items.len() {
-            self.items.pop();
-            while self.items.len() > self.head as usize
-                && self.items.last().is_some_and(Item::is_hole)
-            {
-                self.items.pop();
-                self.holes -= 1;
-            }
-        } else if pos == self.head as usize {
-            self.head += 1;
-            while let Some(item) = self.items.get(self.head as usize) {
-                if !item.is_hole() {
-                    break;
-                }
-                self.head += 1;
-                self.holes -= 1;
-            }
-        } else {
-            self.items[pos].key = HOLE;
-            self.holes += 1;
-        }
-    }
-
-    /// True if the holes outnumber the entries (and `MIN_COMPACTED`).
-    #[inline]
-    fn needs_compaction(&self) -> bool {
-        self.holes as usize > self.live().max(MIN_COMPACTED)
-    }
-
-    /// Empties the bucket and frees its vector.
-    fn release(&mut self) {
-        *self = Bucket::default();
-    }
-
-    /// Empties the bucket, keeping room for at most `RETAINED_ITEMS`.
-    fn clear(&mut self) {
-        empty_keeping_little(&mut self.items);
-        self.head = 0;
-        self.holes = 0;
+    fn make_hole(&mut self) {
+        self.key = HOLE;
     }
 }
 
@@ -254,7 +191,8 @@ pub(crate) struct HashedWheel<T> {
     tick: Nanos,
     /// `slots - 1`: the bucket of due tick `t` is `t & mask`.
     mask: u64,
-    buckets: Box<[Bucket]>,
+    /// Each bucket's items in insertion order, with holes.
+    buckets: Box<[Items<Item>]>,
     /// Bit `b % 64` of word `b / 64` is set if and only if bucket `b` holds
     /// an entry.
     occupied: Box<[u64]>,
@@ -287,7 +225,7 @@ impl<T> HashedWheel<T> {
         HashedWheel {
             tick,
             mask: slots as u64 - 1,
-            buckets: (0..slots).map(|_| Bucket::default()).collect(),
+            buckets: (0..slots).map(|_| Items::default()).collect(),
             occupied: vec![0; slots.div_ceil(64)].into_boxed_slice(),
             slab: Slab::default(),
             earliest: Cell::new(0),
@@ -360,8 +298,7 @@ impl<T> HashedWheel<T> {
             let mut at = from;
             while let Some(b) = self.next_occupied(at, end) {
                 let bucket = &self.buckets[b];
-                let head = bucket.head as usize;
-                for (pos, item) in bucket.items.iter().enumerate().skip(head) {
+                for (pos, item) in bucket.all().iter().enumerate().skip(bucket.head()) {
                     if item.is_hole() {
                         continue;
                     }
@@ -415,23 +352,20 @@ impl<T> HashedWheel<T> {
     /// per hole when called once they outnumber the entries.
     fn compact(&mut self, b: usize, mut also_drop: impl FnMut(&Item) -> bool) -> usize {
         let bucket = &mut self.buckets[b];
-        retain_from(&mut bucket.items, bucket.head as usize, |item| {
-            !item.is_hole() && !also_drop(item)
-        });
-        bucket.head = 0;
-        bucket.holes = 0;
-        for (pos, item) in bucket.items.iter().enumerate() {
+        bucket.retain(|item| !item.is_hole() && !also_drop(item));
+        for (pos, item) in bucket.all().iter().enumerate() {
             self.slab.at_mut(item.key.slot).pos = position(pos);
         }
-        bucket.items.len()
+        bucket.end()
     }
 
     /// The position of the next entry of due tick `due` after `pos` in
     /// bucket `b`, if any; prefetches the slab entry of an item further on,
     /// which the pops of the same tick will likely need.
     fn next_of_tick(&self, b: usize, pos: usize, due: u64) -> Option<usize> {
-        let items = &self.buckets[b].items;
-        let next = (pos + 1..items.len()).find(|&i| items[i].due == due && !items[i].is_hole())?;
+        let items = self.buckets[b].all();
+        let mut later = items[pos + 1..].iter();
+        let next = pos + 1 + later.position(|item| item.due == due && !item.is_hole())?;
         if let Some(ahead) = items.get(next + PREFETCH_AHEAD) {
             self.slab.prefetch(ahead.key.slot);
         }
@@ -443,7 +377,7 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
     fn insert(&mut self, _now: Nanos, deadline: Nanos, value: T) -> Key {
         let due = self.due_tick(deadline);
         let b = self.bucket_of(due);
-        let pos = self.buckets[b].items.len();
+        let pos = self.buckets[b].end();
         let key = self.slab.insert(Entry {
             value,
             bucket: b as u32,
@@ -453,7 +387,7 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         if bucket.live() == 0 {
             self.occupied[b / 64] |= 1 << (b % 64);
         }
-        bucket.items.push(Item { key, due });
+        bucket.push(Item { key, due });
         if self.slab.len() == 1 || due < self.earliest.get() {
             // The only entry, or earlier than a lower bound of all others:
             // the earliest, fresh. (An entry of the cached tick goes after
@@ -481,7 +415,7 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
             return None;
         }
         let b = self.bucket_of(due);
-        let key = self.buckets[b].items[pos].key;
+        let key = self.buckets[b].all()[pos].key;
         let entry = self.slab.remove(key).expect("the cached entry is live");
         // Every other entry of this tick follows it in the same bucket.
         match self.next_of_tick(b, pos, due) {
@@ -511,7 +445,7 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         let mut at = 0;
         while let Some(b) = self.next_occupied(at, self.buckets.len()) {
             let bucket = &mut self.buckets[b];
-            for item in &bucket.items[bucket.head as usize..] {
+            for item in bucket.pending() {
                 if !item.is_hole() {
                     let entry = self.slab.remove(item.key).expect("items are live");
                     all.push((item.due, entry.value));
@@ -566,7 +500,7 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
             // A small vector left here and there would pin the allocator's
             // heap above the freed tasks, and their memory would not go
             // back to the system.
-            self.buckets.iter_mut().for_each(Bucket::release);
+            self.buckets.iter_mut().for_each(Items::release);
             self.occupied.fill(0);
             self.earliest_at.set(NIL);
             return gone.count;
@@ -596,7 +530,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::timer::queue::items::RETAINED_ITEMS;
+    use crate::timer::queue::items::{MIN_COMPACTED, RETAINED_ITEMS};
     use crate::timer::queue::slab::SlabSlot;
 
     /// Pops every entry due at `now`, values only, in pop order.
@@ -612,10 +546,10 @@ mod tests {
     /// bitmap says whether it holds an entry.
     fn bucket<T: Copy>(q: &HashedWheel<T>, b: usize) -> Vec<T> {
         let queue = &q.buckets[b];
-        let head = queue.head as usize;
+        let head = queue.head();
         let mut values = Vec::new();
         let mut holes = 0;
-        for (pos, item) in queue.items.iter().enumerate().skip(head) {
+        for (pos, item) in queue.all().iter().enumerate().skip(head) {
             if item.is_hole() {
                 assert_ne!(pos, head, "a hole at the head of bucket {b}");
                 holes += 1;
@@ -627,9 +561,9 @@ mod tests {
             assert_eq!(q.bucket_of(item.due), b, "due tick of bucket {b}");
             values.push(entry.value);
         }
-        assert_eq!(queue.holes, holes, "holes of bucket {b}");
+        assert_eq!(queue.dead(), holes, "holes of bucket {b}");
         if values.is_empty() {
-            assert!(queue.items.is_empty() && head == 0, "empty bucket {b}");
+            assert!(queue.all().is_empty() && head == 0, "empty bucket {b}");
         }
         let bit = (q.occupied[b / 64] >> (b % 64)) & 1 == 1;
         assert_eq!(bit, !values.is_empty(), "occupancy bit of bucket {b}");
@@ -642,7 +576,7 @@ mod tests {
     fn check_invariants<T: Copy>(q: &HashedWheel<T>) {
         let count: usize = (0..q.buckets.len()).map(|b| bucket(q, b).len()).sum();
         assert_eq!(count, q.len());
-        let items = q.buckets.iter().flat_map(|b| &b.items[b.head as usize..]);
+        let items = q.buckets.iter().flat_map(|b| b.pending());
         let live: Vec<&Item> = items.filter(|item| !item.is_hole()).collect();
         let Some(min) = live.iter().map(|item| item.due).min() else {
             return;
@@ -652,10 +586,11 @@ mod tests {
             assert_eq!(q.earliest.get(), min, "a fresh cache is the earliest");
             let bucket = &q.buckets[q.bucket_of(min)];
             let pos = q.earliest_at.get() as usize;
-            let first = bucket.items[bucket.head as usize..]
+            let first = bucket
+                .pending()
                 .iter()
                 .position(|item| !item.is_hole() && item.due == min)
-                .map(|i| i + bucket.head as usize);
+                .map(|i| i + bucket.head());
             assert_eq!(first, Some(pos), "the first entry of the earliest tick");
         }
     }
@@ -871,7 +806,7 @@ mod tests {
         assert_eq!(q.next_due(), None);
         assert_eq!(q.slab.slots.capacity(), 0, "the slab holds no memory");
         assert!(q.occupied.iter().all(|&word| word == 0));
-        assert!(q.buckets.iter().all(|b| b.items.is_empty()));
+        assert!(q.buckets.iter().all(|b| b.all().is_empty()));
         // The same through pops.
         for i in 0..100_000u64 {
             q.insert(0, i * 7_919, i);
@@ -889,11 +824,11 @@ mod tests {
         assert!(q
             .buckets
             .iter()
-            .any(|b| b.items.is_empty() && b.items.capacity() > 0));
+            .any(|b| b.all().is_empty() && b.capacity() > 0));
         let swept = q.remove_where(&mut |_| true, &mut drop);
         assert_eq!(popped + swept, 100_000);
         assert_eq!(q.slab.slots.capacity(), 0);
-        assert!(q.buckets.iter().all(|b| b.items.capacity() == 0));
+        assert!(q.buckets.iter().all(|b| b.capacity() == 0));
     }
 
     #[test]
@@ -910,7 +845,7 @@ mod tests {
         for i in 0..100u64 {
             assert_eq!(pop_all(&mut q, 10 + i), [i]);
             let b = &q.buckets[0];
-            assert!(b.items.len() <= 2 * b.live() + MIN_COMPACTED + 1, "{i}");
+            assert!(b.end() <= 2 * b.live() + MIN_COMPACTED + 1, "{i}");
         }
         assert_eq!(bucket(&q, 0), [u64::MAX]);
         assert_eq!(q.next_due(), Some(1_000_000));
@@ -921,7 +856,7 @@ mod tests {
         assert_eq!(pop_all(&mut q, 999_999), [400, 500]);
         assert_eq!(q.remove(far), Some(u64::MAX));
         assert_eq!(q.len(), 0);
-        assert!(q.buckets[0].items.is_empty());
+        assert!(q.buckets[0].all().is_empty());
     }
 
     #[test]
@@ -945,7 +880,7 @@ mod tests {
             q.remove(*key);
             check_invariants(&q);
         }
-        assert!(q.buckets[0].items.len() < 300, "compacted");
+        assert!(q.buckets[0].end() < 300, "compacted");
         assert_eq!(q.next_due(), Some(11));
         let rest = (1_000..1_100).chain(2_000..2_010).chain([2_299]);
         let rest = rest.collect::<Vec<_>>();
@@ -968,12 +903,8 @@ mod tests {
         }
         check_invariants(&q);
         let b = &q.buckets[5];
-        assert!(b.items.len() <= 2 + MIN_COMPACTED + 1, "{}", b.items.len());
-        assert!(
-            b.items.capacity() <= RETAINED_ITEMS,
-            "{}",
-            b.items.capacity()
-        );
+        assert!(b.end() <= 2 + MIN_COMPACTED + 1, "{}", b.end());
+        assert!(b.capacity() <= RETAINED_ITEMS, "{}", b.capacity());
         assert_eq!(q.remove(stays), Some(0));
         assert_eq!(q.remove(previous.unwrap().0), Some(99_999));
         assert_eq!(q.len(), 0);
@@ -988,8 +919,8 @@ mod tests {
         for (key, value) in [(keys[2], 'd'), (keys[4], 'f'), (keys[3], 'e')] {
             assert_eq!(q.remove(key), Some(value));
         }
-        assert_eq!(q.buckets[0].items.len(), 3);
-        assert_eq!(q.buckets[0].holes, 0);
+        assert_eq!(q.buckets[0].end(), 3);
+        assert_eq!(q.buckets[0].dead(), 0);
         assert_eq!(bucket(&q, 0), ['a', 'b', 'c']);
         assert_eq!(q.remove(first), Some('a'));
         assert_eq!(pop_all(&mut q, 20), ['b', 'c']);
@@ -1015,6 +946,6 @@ mod tests {
         // then its item in the bucket: its key and due tick.
         assert_eq!(size_of::<SlabSlot<Entry<Fat>>>(), 32);
         assert_eq!(size_of::<Item>(), 16);
-        assert_eq!(size_of::<Bucket>(), 32);
+        assert_eq!(size_of::<Items<Item>>(), 32, "a bucket");
     }
 }

@@ -30,20 +30,21 @@
 //!   cheap as one tick). No rotation is needed: the levels reach every tick,
 //!   so an occupied slot never lies behind the wheel's current slot of its
 //!   level (tokio rotates because its top level wraps).
-//! * **Slots are arrays, not linked lists**: each slot keeps its entries
-//!   in a vector of *items* (the entry's [`Key`] and a copy of its tick,
-//!   16 bytes), appended to in insertion order; the values live in the
-//!   crate's generational [`Slab`]. So placing an entry writes to the end
-//!   of its slot's vector (a line the cache holds: a few hundred slots are
-//!   in use at a time), and a cascade is one sequential pass that never
-//!   reads the slab. A first version linked entries through the slab in
-//!   intrusive lists: a cascade then walked a million-entry list one cache
-//!   miss at a time, and stalled the wheel for 8–10 ms at every 64th tick
-//!   under a million timers a second; with arrays that tick takes ~0.4 ms
-//!   (`benches/ticks.rs`). A pop reads its value from the slab, and asks
-//!   the CPU to fetch the entry of the item eight places on (a prefetch),
-//!   so that the pops of one tick overlap their cache misses: that halved
-//!   the cost of expiring a million entries again.
+//! * **Slots are arrays, not linked lists**: each slot keeps its entries in
+//!   a vector of *items* (the entry's [`Key`] and a copy of its tick, 16
+//!   bytes), appended to in insertion order (the item store both wheels
+//!   share, [`Items`], with its head and its count of tombstones); the
+//!   values live in the crate's generational [`Slab`]. So placing an entry
+//!   writes to the end of its slot's vector (a line the cache holds: a few
+//!   hundred slots are in use at a time), and a cascade is one sequential
+//!   pass that never reads the slab. A first version linked entries through
+//!   the slab in intrusive lists: a cascade then walked a million-entry
+//!   list one cache miss at a time, and stalled the wheel for 8–10 ms at
+//!   every 64th tick under a million timers a second; with arrays that tick
+//!   takes ~0.4 ms (`benches/ticks.rs`). A pop reads its value from the
+//!   slab, and asks the CPU to fetch the entry of the item eight places on
+//!   (a prefetch), so that the pops of one tick overlap their cache misses:
+//!   that halved the cost of expiring a million entries again.
 //! * **O(1) insert and cancel** by [`Key`]: a removal takes the value out
 //!   of the slab at once and leaves its item behind as a *tombstone* (its
 //!   key is stale), counted in its slot; a pop or a cascade drops it, a
@@ -110,7 +111,7 @@
 //!   pathological load (cancelling, again and again, the earliest of many
 //!   timers sharing one coarse slot) pays O(k) per call.
 //! * `drain`: O(n + occupied slots). `len`: O(1).
-//! * Memory: fixed, 11 × 64 slots of 40 bytes (28 KiB) and their kept
+//! * Memory: fixed, 11 × 64 slots of 32 bytes (22 KiB) and their kept
 //!   minima (16 bytes each, 11 KiB), 11 bitmap words and a few words of
 //!   state; per entry one slab slot (the value, its tick and the slab's
 //!   generation: 32 bytes for a 16-byte value such as `Arc<dyn Trait>`)
@@ -136,7 +137,7 @@
 use std::cell::Cell;
 use std::fmt;
 
-use super::{empty_keeping_little, retain_from, DelayQueue, Key, Nanos, Slab};
+use super::{DelayQueue, Items, Key, Nanos, Slab};
 
 /// Bits of a tick each level resolves: 64 slots per level.
 const SLOT_BITS: u32 = 6;
@@ -146,10 +147,6 @@ const SLOTS: usize = 1 << SLOT_BITS;
 
 /// Levels: enough for every `u64` tick (11 × 6 = 66 ≥ 64 bits).
 const LEVELS: usize = (u64::BITS as usize).div_ceil(SLOT_BITS as usize);
-
-/// Tombstones a slot may hold before it is compacted, however few its
-/// entries (compacting a tiny slot at every removal would be wasted work).
-const MIN_COMPACTED: usize = 32;
 
 /// How many items ahead a pop asks for the slab entry it will need.
 const PREFETCH_AHEAD: usize = 8;
@@ -172,54 +169,6 @@ struct Item {
     tick: u64,
 }
 
-/// The entries of one slot, in insertion order (see the module doc).
-#[derive(Debug, Default)]
-struct SlotQueue {
-    /// The items from `head` on are in the slot; those before it have been
-    /// popped.
-    items: Vec<Item>,
-    head: usize,
-    /// Items from `head` on whose entry was removed by key: their keys are
-    /// stale (tombstones).
-    removed: usize,
-}
-
-impl SlotQueue {
-    /// The entries in the slot (tombstones not counted).
-    #[inline]
-    fn live(&self) -> usize {
-        self.items.len() - self.head - self.removed
-    }
-
-    /// The items still in the slot, tombstones included.
-    #[inline]
-    fn pending(&self) -> &[Item] {
-        &self.items[self.head..]
-    }
-
-    /// Keeps, in order, the items still in the slot for which `keep` is
-    /// true (which must be false for every tombstone), and drops the popped
-    /// ones; a vector left with more than twice the room it needs (plus
-    /// `RETAINED_ITEMS`) is shrunk.
-    fn retain(&mut self, keep: impl FnMut(&Item) -> bool) {
-        retain_from(&mut self.items, self.head, keep);
-        self.head = 0;
-        self.removed = 0;
-    }
-
-    /// Empties the slot and frees its vector.
-    fn release(&mut self) {
-        *self = SlotQueue::default();
-    }
-
-    /// Empties the slot, keeping room for at most `RETAINED_ITEMS`.
-    fn clear(&mut self) {
-        empty_keeping_little(&mut self.items);
-        self.head = 0;
-        self.removed = 0;
-    }
-}
-
 /// The hierarchical timing wheel (see the module doc).
 pub(crate) struct HierarchicalWheel<T> {
     /// The length of a tick, in ns (at least 1).
@@ -227,8 +176,10 @@ pub(crate) struct HierarchicalWheel<T> {
     /// The wheel's time, in ticks: where entries are placed from. Never
     /// ahead of the last `now` given to `pop_due`.
     elapsed: u64,
-    /// `LEVELS × SLOTS` slots, level by level.
-    slots: Box<[SlotQueue]>,
+    /// `LEVELS × SLOTS` slots, level by level: each slot's items in
+    /// insertion order, with tombstones (items whose entry was removed by
+    /// key: their keys are stale).
+    slots: Box<[Items<Item>]>,
     /// Per level, bit `s` set iff slot `s` of that level holds an entry.
     occupied: [u64; LEVELS],
     /// Bit `l` set iff `occupied[l] != 0`.
@@ -286,7 +237,7 @@ impl<T> HierarchicalWheel<T> {
         HierarchicalWheel {
             tick,
             elapsed: 0,
-            slots: (0..LEVELS * SLOTS).map(|_| SlotQueue::default()).collect(),
+            slots: (0..LEVELS * SLOTS).map(|_| Items::default()).collect(),
             occupied: [0; LEVELS],
             occupied_levels: 0,
             slot_min: (0..LEVELS * SLOTS).map(|_| Cell::new(None)).collect(),
@@ -375,7 +326,7 @@ impl<T> HierarchicalWheel<T> {
         let index = level * SLOTS + slot;
         let queue = &mut self.slots[index];
         let was_empty = queue.live() == 0;
-        queue.items.push(item);
+        queue.push(item);
         if was_empty {
             self.occupied[level] |= 1 << slot;
             self.occupied_levels |= 1 << level;
@@ -414,7 +365,7 @@ impl<T> HierarchicalWheel<T> {
         let index = level * SLOTS + slot;
         let mut queue = std::mem::take(&mut self.slots[index]);
         self.clear_slot(level, slot);
-        let check = queue.removed > 0;
+        let check = queue.dead() > 0;
         for item in queue.pending() {
             if check && self.is_tombstone(item) {
                 continue;
@@ -435,7 +386,7 @@ impl<T> HierarchicalWheel<T> {
             return min;
         }
         let queue = &self.slots[level * SLOTS + slot];
-        let check = queue.removed > 0;
+        let check = queue.dead() > 0;
         let tick = queue
             .pending()
             .iter()
@@ -461,11 +412,11 @@ impl<T> HierarchicalWheel<T> {
     fn pop_front(&mut self, slot: usize) -> (Key, T) {
         loop {
             let queue = &mut self.slots[slot];
-            let key = queue.items[queue.head].key;
-            if let Some(ahead) = queue.items.get(queue.head + PREFETCH_AHEAD) {
+            let at = queue.head();
+            let key = queue.pop_front().key;
+            if let Some(ahead) = queue.all().get(at + PREFETCH_AHEAD) {
                 self.slab.prefetch(ahead.key.slot);
             }
-            queue.head += 1;
             match self.slab.remove(key) {
                 Some(entry) => {
                     if self.slots[slot].live() == 0 {
@@ -473,7 +424,7 @@ impl<T> HierarchicalWheel<T> {
                     }
                     return (key, entry.value);
                 }
-                None => self.slots[slot].removed -= 1,
+                None => self.slots[slot].popped_dead(),
             }
         }
     }
@@ -495,12 +446,12 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         let (level, slot) = self.position(entry.tick);
         let index = level * SLOTS + slot;
         let queue = &mut self.slots[index];
-        queue.removed += 1;
+        queue.mark_dead();
         if queue.live() == 0 {
             self.clear_slot(level, slot);
             return Some(entry.value);
         }
-        if queue.removed > queue.live().max(MIN_COMPACTED) {
+        if queue.needs_compaction() {
             self.compact(index);
         }
         if self.slot_min[index].get() == Some(entry.tick) {
@@ -609,17 +560,17 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
                 let index = level * SLOTS + slot;
                 let slab = &self.slab;
                 let queue = &mut self.slots[index];
-                let has_tombstones = queue.removed > 0;
+                let has_tombstones = queue.dead() > 0;
                 queue.retain(|item| {
                     !gone.contains(item.key.slot)
                         && (!has_tombstones || slab.get(item.key).is_some())
                 });
                 let queue = &self.slots[index];
-                if queue.items.is_empty() {
+                if queue.pending().is_empty() {
                     self.clear_slot(level, slot);
                     self.slots[index].release();
                 } else if level > 0 {
-                    let min = queue.items.iter().map(|item| item.tick).min();
+                    let min = queue.pending().iter().map(|item| item.tick).min();
                     self.slot_min[index].set(min);
                 }
             }
@@ -628,7 +579,7 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
             // Swept empty (a mass cancel): no slot keeps any room either
             // (small vectors left here and there would pin the allocator's
             // heap above the freed tasks: see the hashed wheel).
-            self.slots.iter_mut().for_each(SlotQueue::release);
+            self.slots.iter_mut().for_each(Items::release);
         }
         gone.count
     }
@@ -642,7 +593,7 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::timer::queue::items::RETAINED_ITEMS;
+    use crate::timer::queue::items::{MIN_COMPACTED, RETAINED_ITEMS};
 
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -662,7 +613,10 @@ mod tests {
                 let bit = q.occupied[level] & (1 << slot) != 0;
                 assert_eq!(queue.live() > 0, bit, "bitmap of {level}/{slot}");
                 if queue.live() == 0 {
-                    assert!(queue.items.is_empty() && queue.head == 0, "{level}/{slot}");
+                    assert!(
+                        queue.all().is_empty() && queue.head() == 0,
+                        "{level}/{slot}"
+                    );
                 }
                 let (mut min, mut tombstones) = (u64::MAX, 0);
                 for item in queue.pending() {
@@ -681,7 +635,7 @@ mod tests {
                     assert!(seen.insert(item.key), "{:?} listed twice", item.key);
                     min = min.min(item.tick);
                 }
-                assert_eq!(queue.removed, tombstones, "tombstones of {level}/{slot}");
+                assert_eq!(queue.dead(), tombstones, "tombstones of {level}/{slot}");
                 if let Some(cached) = q.slot_min[level * SLOTS + slot].get() {
                     assert!(level > 0, "a cached minimum on level 0");
                     assert_eq!(cached, min, "cached minimum of {level}/{slot}");
@@ -989,10 +943,10 @@ mod tests {
         assert!(q
             .slots
             .iter()
-            .any(|s| s.items.is_empty() && s.items.capacity() > 0));
+            .any(|s| s.all().is_empty() && s.capacity() > 0));
         assert_eq!(popped + q.remove_where(&mut |_| true, &mut drop), 100_000);
         assert_eq!(q.slab.slots.capacity(), 0);
-        assert!(q.slots.iter().all(|s| s.items.capacity() == 0));
+        assert!(q.slots.iter().all(|s| s.capacity() == 0));
     }
 
     #[test]
@@ -1006,16 +960,8 @@ mod tests {
         check_invariants(&q);
         let (level, slot) = q.position(q.tick_of_deadline(5 * SECOND));
         let queue = &q.slots[level * SLOTS + slot];
-        assert!(
-            queue.items.len() <= 1 + MIN_COMPACTED + 1,
-            "{}",
-            queue.items.len()
-        );
-        assert!(
-            queue.items.capacity() <= RETAINED_ITEMS,
-            "{}",
-            queue.items.capacity()
-        );
+        assert!(queue.end() <= 1 + MIN_COMPACTED + 1, "{}", queue.end());
+        assert!(queue.capacity() <= RETAINED_ITEMS, "{}", queue.capacity());
         assert_eq!(q.remove(stays), Some(0));
         assert_eq!(q.len(), 0);
     }
@@ -1028,6 +974,7 @@ mod tests {
         let item = std::mem::size_of::<Item>();
         println!("slab slot for Arc<dyn Trait>: {slab} bytes, item {item} bytes");
         assert_eq!(slab + item, 48);
+        assert_eq!(std::mem::size_of::<Items<Item>>(), 32, "a slot");
     }
 
     /// Random operations with every structural invariant checked after

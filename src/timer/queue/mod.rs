@@ -26,7 +26,7 @@ pub(crate) mod slab;
 #[cfg(all(test, not(loom)))]
 mod model_test;
 
-pub(crate) use items::{empty_keeping_little, prefetch, retain_from};
+pub(crate) use items::{prefetch, Hole, Items};
 pub(crate) use slab::Slab;
 
 use crate::time::Nanos;
