@@ -1,5 +1,6 @@
 //! The delayed work queue backends on their own, for the micro-benchmarks
-//! (`benches/backends.rs`). Behind the `bench-internals` feature and hidden
+//! of the `chronopool-benches` crate (`benches/backends.rs`,
+//! `benches/ticks.rs`). Behind the `bench-internals` feature and hidden
 //! from the docs: not part of the public API, no stability promised.
 
 use crate::timer::queue::{self as timer, DelayQueue};

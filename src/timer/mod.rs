@@ -1,7 +1,7 @@
 //! The timer layer: the delayed work queue and the thread that waits for
 //! time.
 //!
-//! * [`queue`]: the backends ([`DelayQueue`](queue::DelayQueue)): plain
+//! * [`queue`]: the backends ([`DelayQueue`]): plain
 //!   single-threaded data structures driven by an explicit `now`, each
 //!   property-tested against one reference model.
 //! * [`driver`]: the timer thread, which owns the backend, takes the
@@ -118,10 +118,10 @@ impl TimerQueue {
     /// Its cost under a heavy load: each time the wheel enters a new span
     /// of 64 ticks, the timers due in that span move to the finest level
     /// in one sequential pass, and tasks falling due meanwhile wait for it.
-    /// Measured on the wheel alone (`cargo bench --features bench-internals
-    /// --bench ticks`), the slowest ticks take up to 16 µs at ten thousand
-    /// timers due a second, 36 µs at a hundred thousand, and about 0.4 ms
-    /// at a million.
+    /// Measured on the wheel alone (`cargo bench -p chronopool-benches
+    /// --bench ticks` in the repository), the slowest ticks take up to
+    /// 16 µs at ten thousand timers due a second, 36 µs at a hundred
+    /// thousand, and about 0.4 ms at a million.
     ///
     /// ```
     /// use chronopool::{ScheduledExecutor, TimerQueue};

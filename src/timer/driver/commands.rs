@@ -5,7 +5,7 @@
 //!
 //! Scheduling and cancelling threads do not touch the backend while the
 //! timer thread keeps up. A scheduler pushes an insert command on a bounded
-//! lock-free queue (a [`Ring`](crate::sync::ring::Ring)) and wakes the timer thread only when it
+//! lock-free queue (a [`Ring`]) and wakes the timer thread only when it
 //! must see the command before it would wake anyway:
 //!
 //! * An insert wakes it if its deadline is earlier than the one the timer
@@ -39,28 +39,27 @@
 //!   awake (`armed` 0) or its look at the queue still to come, did not
 //!   wake it; the queue that look finds may now be empty.
 //!
-//! Why schedulers wait rather than apply the queue themselves (as they did
-//! before): the memory a backend grows into must belong to the timer
-//! thread. A vector that a scheduler's insert grew comes from the
-//! scheduler's allocator arena, the one its tasks come from too; glibc
-//! keeps the freed tasks of that arena in its fastbins until a large
-//! allocation or free there consolidates them all at once, under the
-//! arena's lock. At the end of the `timer-fire` workload (a million tasks
-//! freed by the workers) the timer thread's first growth or release of
-//! such a vector did that: one `malloc_consolidate` of 84–182 ms (perf
-//! probes on it), during which no task was handed over, in 3 of 42
-//! repetitions. With every vector in the timer thread's own arena: 1 of
-//! 120 (`benches/results/2026-11-21-commands-wait.txt`).
+//! Why schedulers wait rather than apply the queue themselves: the memory
+//! a backend grows into must belong to the timer thread. A vector that a
+//! scheduler's insert grew would come from the scheduler's allocator arena,
+//! the one its tasks come from too; glibc keeps the freed tasks of that
+//! arena in its fastbins until a large allocation or free there
+//! consolidates them all at once, under the arena's lock. After a million
+//! tasks freed by the workers (the `timer-fire` workload), the timer
+//! thread's first growth or release of such a vector does that: one
+//! `malloc_consolidate` of 84–182 ms (perf probes on it), during which no
+//! task is handed over.
 //!
 //! Why bounded: the queue never allocates (4,096 commands of 24 bytes and
-//! their sequence numbers, 128 KiB, allocated with the timer). crossbeam's
-//! unbounded `Injector`, used before, allocated a 2 KiB block every 63
-//! pushes, which the timer thread freed: under a burst the two threads took turns at
-//! glibc's arena lock, and perf found both asleep on it. And a burst can
-//! run at most 4,096 commands ahead of the timer thread, so the tasks that
-//! fall due during it are not held up behind a backlog of a million
-//! inserts. Measured with the `timer-fire` and `cancel` workloads (a
-//! million timers; `benches/results/2026-11-21-bounded-commands.txt`).
+//! their sequence numbers, 128 KiB, allocated with the timer). An
+//! unbounded queue such as crossbeam's `Injector` allocates a 2 KiB block
+//! every 63 pushes, which the timer thread frees: under a burst the two
+//! threads take turns at glibc's arena lock (perf finds both asleep on
+//! it). And a burst can run at most 4,096 commands ahead of the timer
+//! thread, so the tasks that fall due during it are not held up behind a
+//! backlog of a million inserts.
+//!
+//! [`Ring`]: crate::sync::ring::Ring
 
 use crate::sync::{fence, Ordering, StdArc};
 use crate::task::TimerEntry;

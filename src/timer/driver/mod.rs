@@ -1,13 +1,14 @@
 //! The timer thread: the one thread that waits for time.
 //!
-//! Each executor has one timer thread (`chronopool-timer`). It alone owns
-//! the delayed work queue (the backend, behind a lock that only
-//! `shutdown_now`, a scheduler that finds the command queue full and one
-//! at the `max_scheduled_tasks` limit ever contend for) and hands each task that falls due to
-//! the workers, by pushing it on the pool's injector and waking an idle
-//! worker (the sleep protocol's `notify_work`, which wakes nobody while a
-//! worker is searching; see `hand_over_due`). Tasks run on workers, never
-//! on the timer thread.
+//! Each executor has one timer thread (`<prefix>-timer`, after the pool's
+//! `thread_name`). It alone owns the delayed work queue (the backend,
+//! behind a lock that only `shutdown_now`, a scheduler that finds the
+//! command queue full and one at the `max_scheduled_tasks` limit ever
+//! contend for) and hands each task that falls due to the workers, by
+//! pushing it on the pool's injector and waking an idle worker (the sleep
+//! protocol's `notify_work`, which wakes nobody while a worker is
+//! searching; see `hand_over_due`). Tasks run on workers, never on the
+//! timer thread.
 //!
 //! # One protocol per file
 //!
@@ -40,9 +41,9 @@
 //! * No empty ticks: the timer thread parks until the next deadline the
 //!   backend reports, or without a deadline when there is none. With few
 //!   timers it may instead park until a short window before that deadline
-//!   and spin on the clock for the rest (`waiting`); a
-//!   spin ends at the same deadline as the park it replaces, and sooner if
-//!   a command arrives, so the wake-up protocol of `commands` holds unchanged.
+//!   and spin on the clock for the rest (`waiting`); a spin ends at the
+//!   same deadline as the park it replaces, and sooner if a command
+//!   arrives, so the wake-up protocol of `commands` holds unchanged.
 
 use std::time::Instant;
 

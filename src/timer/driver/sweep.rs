@@ -5,10 +5,10 @@
 //! # Cancelled entries: counted, then swept
 //!
 //! A cancel sends nothing. The canceller moves the task's state to
-//! CANCELLED (dropping its closure at once: `task/cell.rs`) and adds one to the
-//! count of cancels in `dead`; the entry, now dead weight, stays in the
+//! CANCELLED (dropping its closure at once: `task/cell.rs`) and adds one to
+//! the count of cancels in `dead`; the entry, now dead weight, stays in the
 //! backend until the timer thread *sweeps* the dead entries out in one
-//! O(n) pass ([`DelayQueue::remove_where`](crate::timer::queue::DelayQueue::remove_where)). It sweeps when the count
+//! O(n) pass ([`DelayQueue::remove_where`]). It sweeps when the count
 //! reaches `sweep_at`, half the entries it held at its last turn, so a
 //! sweep of n entries pays for n/2 cancels (O(1) per cancel, amortised),
 //! at most half of what the backend holds is dead, and the last of a
@@ -46,6 +46,8 @@
 //! The dead entries the backend holds are at most the count in `dead`,
 //! and the timer thread never sleeps with that count at or above
 //! `sweep_at` (see above).
+//!
+//! [`DelayQueue::remove_where`]: crate::timer::queue::DelayQueue::remove_where
 
 use crate::sync::Ordering;
 use crate::time::Nanos;
@@ -161,16 +163,16 @@ impl Timer {
 ///   and the closure was dropped once.
 /// * `cancel_vs_shutdown_keeping_delayed`: the same race after `shutdown`,
 ///   when the first turn after it takes the kept delayed tasks out and
-///   puts them back (`cancel_on_shutdown`'s purge). Asserted as above. (A
-///   regression model from the earlier removal-by-key protocol, where a
-///   cancel that read a key the purge had just made stale left its entry,
-///   and `pending`, until its deadline.)
+///   puts them back (`cancel_on_shutdown`'s purge). Asserted as above: a
+///   cancel does not depend on where its entry is (a cancel that removed
+///   its entry by key would miss one the purge moved, and leave it, and
+///   `pending`, until its deadline).
 /// * `reserve_after_cancel_at_the_limit`: room for one task; it is
 ///   scheduled and cancelled, and another scheduled, while the timer thread
 ///   takes a turn (placing the first entry, sweeping). Asserted: the second
 ///   is admitted whatever the interleaving (a sweep that counted the cancel
 ///   before its entry was placed, or lowered the count before giving the
-///   slot back, made `reserve` refuse it), and `pending` is 1.
+///   slot back, would make `reserve` refuse it), and `pending` is 1.
 /// * `two_cancels_reach_sweep_at`: four entries (so `sweep_at` is 2), two
 ///   of them cancelled by two threads at once while the timer thread turns.
 ///   Asserted: the second cancel to be counted leads to a sweep (the timer

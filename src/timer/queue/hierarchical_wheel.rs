@@ -37,14 +37,14 @@
 //!   values live in the crate's generational [`Slab`]. So placing an entry
 //!   writes to the end of its slot's vector (a line the cache holds: a few
 //!   hundred slots are in use at a time), and a cascade is one sequential
-//!   pass that never reads the slab. A first version linked entries through
-//!   the slab in intrusive lists: a cascade then walked a million-entry
-//!   list one cache miss at a time, and stalled the wheel for 8–10 ms at
-//!   every 64th tick under a million timers a second; with arrays that tick
-//!   takes ~0.4 ms (`benches/ticks.rs`). A pop reads its value from the
-//!   slab, and asks the CPU to fetch the entry of the item eight places on
-//!   (a prefetch), so that the pops of one tick overlap their cache misses:
-//!   that halved the cost of expiring a million entries again.
+//!   pass that never reads the slab. Entries linked through the slab in
+//!   intrusive lists would make a cascade walk a million-entry list one
+//!   cache miss at a time: under a million timers a second, every 64th tick
+//!   stalls the wheel for 8–10 ms that way, against ~0.4 ms with arrays
+//!   (`benches/ticks.rs`). A pop reads its value from the slab, and asks the
+//!   CPU to fetch the entry of the item eight places on (a prefetch), so
+//!   that the pops of one tick overlap their cache misses: that halves the
+//!   cost of expiring a million entries.
 //! * **O(1) insert and cancel** by [`Key`]: a removal takes the value out
 //!   of the slab at once and leaves its item behind as a *tombstone* (its
 //!   key is stale), counted in its slot; a pop or a cascade drops it, a
@@ -104,10 +104,10 @@
 //! * `next_due`: O(1) (two bit scans and the slot's kept minimum), except
 //!   after the entry holding a coarse slot's minimum was cancelled: then a
 //!   scan of that one slot's items, O(k) for its k entries, after which it
-//!   holds again. (A first version kept one minimum per level, lost at each
-//!   cascade: with a million timers over a second, each 64 ms slot of level
-//!   1 then needed a scan of ~64,000 entries when it became the earliest,
-//!   which made the `timer-fire` workload's median lateness ~5 ms.) A
+//!   holds again. (One minimum per level would be lost at each cascade:
+//!   with a million timers over a second, each 64 ms slot of level 1 would
+//!   need a scan of ~64,000 entries when it became the earliest, which puts
+//!   the `timer-fire` workload's median lateness at ~5 ms.) A
 //!   pathological load (cancelling, again and again, the earliest of many
 //!   timers sharing one coarse slot) pays O(k) per call.
 //! * `drain`: O(n + occupied slots). `len`: O(1).
@@ -532,10 +532,10 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
     /// allocated in), removing each dead entry and noting its slot in a
     /// bitmap; then each occupied slot's items, keeping, in order, those
     /// neither noted nor tombstones (the slab is read only for slots that
-    /// hold tombstones). Walking slot by slot instead read the slab in a
-    /// slot's order, a cache miss per entry (a sweep of 10^6 entries on the
-    /// wheel alone: 21.7 ms, against 4.7 for the hashed wheel's slot-order
-    /// sweep).
+    /// hold tombstones). Walking slot by slot instead would read the slab in
+    /// a slot's order, a cache miss per entry (a sweep of 10^6 entries on
+    /// the wheel alone: 21.7 ms that way, against 4.7 ms for the hashed
+    /// wheel's slot-order sweep).
     ///
     /// A slot's vector left with more than twice the room it needs (plus
     /// 256 items) is shrunk; a slot it empties frees its vector, and so does

@@ -11,7 +11,7 @@
 //!   removal is direct (no search) and a key that outlived its entry is
 //!   recognised as stale instead of removing an unrelated entry.
 //! * An entry is never popped before its deadline. It may be popped *later*
-//!   by at most [`DelayQueue::max_lateness`] of its delay (a wheel rounds a
+//!   by at most `DelayQueue::max_lateness` of its delay (a wheel rounds a
 //!   deadline up to its tick, never down; the heap is exact).
 //! * Among entries with equal deadlines, insertion order is kept.
 //! * Time is `u64` nanoseconds on the executor's monotonic clock; the
