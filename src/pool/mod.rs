@@ -81,9 +81,9 @@ impl Drop for OwnThread {
 /// The state shared by an executor's handles and its workers.
 #[derive(Debug)]
 pub(crate) struct Pool {
-    pub(crate) injector: Injector<Job>,
-    pub(crate) stealers: Box<[Stealer<Job>]>,
-    pub(crate) sleep: Sleep,
+    injector: Injector<Job>,
+    stealers: Box<[Stealer<Job>]>,
+    sleep: Sleep,
     pub(crate) lifecycle: Lifecycle,
     pub(crate) timer: Timer,
     stats: Box<[CachePadded<WorkerStats>]>,

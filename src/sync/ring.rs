@@ -1,7 +1,7 @@
 //! A bounded lock-free queue that never allocates after it is made, and
 //! whose consumers never spin on a producer that was preempted mid-push.
 //!
-//! The timer's command queue (`timer/driver/mod.rs`) is one of these. It is
+//! The timer's command queue (`timer/driver/commands.rs`) is one of these. It is
 //! Dmitry Vyukov's bounded MPMC queue, the algorithm of crossbeam-queue's
 //! `ArrayQueue`, written here for one difference: when a consumer reaches a
 //! slot that a producer has claimed but not yet filled, `ArrayQueue::pop`
@@ -189,7 +189,7 @@ impl<T> Ring<T> {
 
     /// True if no position is claimed beyond the last one popped (a value
     /// claimed but not yet written counts: it is on its way). `Relaxed`:
-    /// the caller orders it with a fence (see `timer/driver/mod.rs`).
+    /// the caller orders it with a fence (see `timer/driver/commands.rs`).
     pub(crate) fn is_empty(&self) -> bool {
         self.tail.load(Ordering::Relaxed) == self.head.load(Ordering::Relaxed)
     }

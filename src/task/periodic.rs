@@ -268,7 +268,7 @@ impl<F: FnMut() + Send + 'static> Cancellable for PeriodicTask<F> {
     }
 
     /// A task stopped between runs leaves a dead entry in the timer: the
-    /// cancel is counted there (module doc of `timer::driver`); a run in
+    /// cancel is counted there (module doc of `timer::driver::sweep`); a run in
     /// progress ends the task itself and re-arms nothing.
     fn cancel(&self, ctx: &dyn TaskContext) -> bool {
         self.cancel_then(ctx, || ctx.note_cancelled())
