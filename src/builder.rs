@@ -9,9 +9,12 @@ use crate::error::BuildError;
 use crate::executor::ScheduledExecutor;
 use crate::pool::hooks::Hooks;
 use crate::pool::{self, worker, Pool};
-use crate::sync::{thread, Arc};
+use crate::sync::{thread, Arc, StdArc};
 use crate::task::PanicPayload;
 use crate::time::clock::nanos;
+#[cfg(not(loom))]
+use crate::time::manual::Driven;
+use crate::time::{Clock, ManualClock};
 use crate::timer::driver::{ShutdownPolicy, Timer};
 use crate::timer::{InvalidQueue, TimerQueue};
 
@@ -50,6 +53,7 @@ pub struct Builder {
     keep_periodic_on_shutdown: bool,
     max_scheduled: usize,
     timer_spin: Duration,
+    clock: Option<ManualClock>,
 }
 
 enum ThreadName {
@@ -69,6 +73,7 @@ impl Default for Builder {
             keep_periodic_on_shutdown: false,
             max_scheduled: usize::MAX,
             timer_spin: DEFAULT_TIMER_SPIN,
+            clock: None,
         }
     }
 }
@@ -227,8 +232,9 @@ impl Builder {
     /// So while the executor holds few scheduled tasks (at most 64) and a
     /// worker is idle, the timer thread ends each wait of at least five
     /// windows by sleeping until one window before the deadline and
-    /// spinning the rest. A task then starts ~10 µs after its deadline
-    /// instead of ~50 µs (median, measured on a 2-core VM; `benches/README.md`).
+    /// spinning the rest. A task then starts a few µs after its deadline
+    /// instead of tens of µs (median, measured on 2-core VMs;
+    /// `benches/README.md`).
     /// The price is CPU: at most one window of spinning per wait of five,
     /// and usually about half a window, since the sleep itself ends late.
     /// With many scheduled tasks the timer thread never spins.
@@ -243,6 +249,27 @@ impl Builder {
     /// ```
     pub fn timer_spin(mut self, window: Duration) -> Self {
         self.timer_spin = window;
+        self
+    }
+
+    /// Makes the executor read time only from `clock`, a [`ManualClock`]
+    /// that moves when the test moves it, instead of the monotonic clock:
+    /// deadlines, `delay()` and `deadline()`, the end of a fixed-delay run.
+    /// Several executors may share one clock.
+    ///
+    /// ```
+    /// use chronopool::{ManualClock, ScheduledExecutor};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let pool = ScheduledExecutor::builder().clock(clock.clone()).build()?;
+    /// let later = pool.schedule(|| "a day later", Duration::from_secs(86_400))?;
+    /// clock.advance(Duration::from_secs(86_400));
+    /// assert_eq!(later.join()?, "a day later");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn clock(mut self, clock: ManualClock) -> Self {
+        self.clock = Some(clock);
         self
     }
 
@@ -283,9 +310,18 @@ impl Builder {
         let names = (0..workers)
             .map(|index| self.thread_name.of(index))
             .collect::<Result<Vec<_>, _>>()?;
-        let timer = Timer::new(self.timer_queue, policy, self.max_scheduled);
+        let clock = match &self.clock {
+            Some(manual) => Clock::manual(StdArc::clone(manual.state())),
+            None => Clock::new(),
+        };
+        let timer = Timer::with_clock(self.timer_queue, policy, self.max_scheduled, clock);
         let (pool, deques) = Pool::new(workers, self.hooks, timer);
         let pool = Arc::new(pool);
+        #[cfg(not(loom))]
+        if let Some(manual) = &self.clock {
+            let weak: std::sync::Weak<Pool> = Arc::downgrade(&pool);
+            manual.state().attach(weak as std::sync::Weak<dyn Driven>);
+        }
         let mut threads = Vec::with_capacity(workers + 1);
         for ((index, local), name) in deques.into_iter().enumerate().zip(names) {
             let mut builder = thread::Builder::new().name(name);
@@ -363,6 +399,7 @@ impl fmt::Debug for Builder {
             .field("keep_periodic_on_shutdown", &self.keep_periodic_on_shutdown)
             .field("max_scheduled", &self.max_scheduled)
             .field("timer_spin", &self.timer_spin)
+            .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
 }

@@ -136,4 +136,5 @@ pub use metrics::Metrics;
 pub use pending::PendingTask;
 pub use pool::{SubmitError, SubmitErrorKind};
 pub use task::{MissedRuns, PanicPayload, TaskError};
+pub use time::{ManualClock, MANUAL_CLOCK_START};
 pub use timer::{TimerQueue, MAX_WHEEL_SLOTS, MAX_WHEEL_TICK};

@@ -44,10 +44,12 @@ use crate::sync::{fence, Arc, CachePadded, Ordering, StdArc};
 use crate::task::{
     Job, PanicPayload, Period, PeriodicTask, ScheduledTask, TaskCell, TaskContext, TimerEntry,
 };
+use crate::time::manual::Driven;
 use crate::time::Nanos;
 use crate::timer::driver::{self, Timer, Workers};
 
 pub(crate) mod hooks;
+pub(crate) mod job_count;
 pub(crate) mod lifecycle;
 pub(crate) mod sleep;
 pub(crate) mod stats;
@@ -55,6 +57,7 @@ pub(crate) mod submit_error;
 pub(crate) mod worker;
 
 use hooks::Hooks;
+use job_count::JobCount;
 use lifecycle::Lifecycle;
 use sleep::Sleep;
 use stats::WorkerStats;
@@ -88,6 +91,8 @@ pub(crate) struct Pool {
     pub(crate) timer: Timer,
     stats: Box<[CachePadded<WorkerStats>]>,
     hooks: Hooks,
+    /// On a manual clock, the jobs queued or running (see `job_count.rs`).
+    job_count: Option<JobCount>,
 }
 
 impl Pool {
@@ -95,6 +100,10 @@ impl Pool {
     /// (index i goes to worker i).
     pub(crate) fn new(workers: usize, hooks: Hooks, timer: Timer) -> (Pool, Vec<Worker<Job>>) {
         let deques: Vec<Worker<Job>> = (0..workers).map(|_| Worker::new_lifo()).collect();
+        let job_count = timer
+            .clock
+            .manual_state()
+            .map(|clock| JobCount::new(StdArc::clone(clock)));
         let pool = Pool {
             injector: Injector::new(),
             stealers: deques.iter().map(Worker::stealer).collect(),
@@ -103,8 +112,25 @@ impl Pool {
             timer,
             stats: (0..workers).map(|_| CachePadded::default()).collect(),
             hooks,
+            job_count,
         };
         (pool, deques)
+    }
+
+    /// A job is about to be pushed on a queue (counted on a manual clock).
+    #[inline]
+    fn job_pushed(&self) {
+        if let Some(count) = &self.job_count {
+            count.pushed();
+        }
+    }
+
+    /// `n` jobs ran, or left the queues unrun (see `job_count.rs`).
+    #[inline]
+    pub(crate) fn jobs_ended(&self, n: usize) {
+        if let Some(count) = &self.job_count {
+            count.ended(n);
+        }
     }
 
     pub(crate) fn workers(&self) -> usize {
@@ -198,6 +224,7 @@ impl Pool {
         if !self.enter() {
             return Err(job);
         }
+        self.job_pushed();
         self.injector.push(job);
         self.sleep.notify_work();
         self.leave();
@@ -320,6 +347,7 @@ impl Pool {
     /// [`push_due`](Self::push_due) without the wake-up: the caller calls
     /// `sleep.notify_work()` after its last push.
     pub(crate) fn push_due_quietly(&self, job: Job) {
+        self.job_pushed();
         self.injector.push(job);
     }
 
@@ -329,11 +357,13 @@ impl Pool {
         if !self.lifecycle.is_running() {
             return Err(job);
         }
+        self.job_pushed();
         local.push(job);
         // The fence in notify_work orders the push before the state read.
         self.sleep.notify_work();
         if !self.lifecycle.is_running() {
             if let Some(job) = local.pop() {
+                self.jobs_ended(1);
                 return Err(job);
             }
         }
@@ -373,10 +403,14 @@ impl Pool {
         // lock that its drain takes (see `timer::driver`).
         let mut drained = self.timer.drain();
         self.timer.wake();
+        let from_the_timer = drained.len();
         drain(|| self.injector.steal(), &mut drained);
         for stealer in self.stealers.iter() {
             drain(|| stealer.steal(), &mut drained);
         }
+        // Those from the queues leave them unrun (the timer's were never
+        // queued).
+        self.jobs_ended(drained.len() - from_the_timer);
         drained
     }
 
@@ -454,6 +488,30 @@ impl Workers for Pool {
 
     fn some_worker_sleeps(&self) -> bool {
         self.sleep.some_worker_sleeps()
+    }
+}
+
+/// What a manual clock's `advance` needs of the pool (see
+/// `time/manual.rs`); only pools on a manual clock are attached to one.
+impl Driven for Pool {
+    fn hand_over_due(&self, now: Nanos) {
+        self.timer.hand_over_at(self, now);
+    }
+
+    fn jobs(&self) -> usize {
+        self.job_count.as_ref().map_or(0, JobCount::jobs)
+    }
+
+    fn timer_idle(&self, now: Nanos) -> bool {
+        self.timer.idle_at(now)
+    }
+
+    fn next_deadline(&self) -> Option<Nanos> {
+        self.timer.next_deadline()
+    }
+
+    fn is_own_thread(&self) -> bool {
+        Pool::is_own_thread(self)
     }
 }
 

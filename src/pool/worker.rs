@@ -80,6 +80,7 @@ pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
     // taken back yet (see `Pool::push_local`): give it up.
     while let Some(job) = local.pop() {
         job.cancel(&*pool);
+        pool.jobs_ended(1);
     }
     drop(local);
     drop(own);
@@ -262,6 +263,7 @@ impl WorkerContext {
             RunOutcome::Skipped => {}
         }
         stats.set_busy(was_busy);
+        pool.jobs_ended(1);
     }
 
     /// A task on this worker joins another task: run queued work until it

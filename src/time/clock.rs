@@ -1,31 +1,73 @@
-//! The executor's monotonic clock: `Instant`s as `u64` nanoseconds since
-//! the executor started, with saturating arithmetic.
+//! The executor's clock: `Instant`s as `u64` nanoseconds since an origin,
+//! with saturating arithmetic; the monotonic clock, or a [`ManualClock`]'s
+//! time.
 //!
 //! Deadlines are stored as [`Nanos`] since the clock's origin. Adding a
 //! delay saturates instead of overflowing: any delay up to `Duration::MAX`
 //! is accepted, and everything beyond `u64::MAX` ns (about 584 years after
 //! the executor started) is treated as that instant, i.e. never in practice.
+//!
+//! [`ManualClock`]: super::ManualClock
 
 use std::time::{Duration, Instant};
 
+use crate::sync::StdArc;
+
+use super::manual::ManualState;
 use super::Nanos;
 
-/// Converts between `Instant`, `Duration` and nanoseconds since `origin`.
-#[derive(Clone, Copy, Debug)]
+/// Converts between `Instant`, `Duration` and nanoseconds since `origin`,
+/// and reads the time: the monotonic clock's, or a manual clock's.
+#[derive(Clone)]
 pub(crate) struct Clock {
     origin: Instant,
+    /// The manual clock the time is read from, if any.
+    manual: Option<StdArc<ManualState>>,
+}
+
+impl std::fmt::Debug for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clock")
+            .field("manual", &self.manual.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Clock {
+    /// The monotonic clock, from now.
     pub(crate) fn new() -> Self {
         Clock {
             origin: Instant::now(),
+            manual: None,
         }
     }
 
+    /// A manual clock's time.
+    pub(crate) fn manual(state: StdArc<ManualState>) -> Self {
+        Clock {
+            origin: state.origin(),
+            manual: Some(state),
+        }
+    }
+
+    /// The manual clock the time is read from, if any.
+    pub(crate) fn manual_state(&self) -> Option<&StdArc<ManualState>> {
+        self.manual.as_ref()
+    }
+
+    /// True for a manual clock: time moves only when it is told to, so
+    /// nothing may sleep (or spin) until a deadline in real time.
+    pub(crate) fn is_manual(&self) -> bool {
+        self.manual.is_some()
+    }
+
     /// Nanoseconds since the origin, now.
+    #[inline]
     pub(crate) fn now(&self) -> Nanos {
-        self.nanos_of(Instant::now())
+        match &self.manual {
+            None => self.nanos_of(Instant::now()),
+            Some(manual) => manual.now(),
+        }
     }
 
     /// `instant` as nanoseconds since the origin (0 if before it, saturated

@@ -131,9 +131,20 @@ impl Timer {
     /// A timer of the backend kind `kind`, with the shutdown policies
     /// `policy`, that admits at most `max_pending` scheduled tasks
     /// (`reserve`). Its thread is started by the pool ([`run`]).
+    #[cfg(test)]
     pub(crate) fn new(kind: TimerQueue, policy: ShutdownPolicy, max_pending: usize) -> Self {
+        Self::with_clock(kind, policy, max_pending, Clock::new())
+    }
+
+    /// [`new`](Self::new), reading the time from `clock`.
+    pub(crate) fn with_clock(
+        kind: TimerQueue,
+        policy: ShutdownPolicy,
+        max_pending: usize,
+        clock: Clock,
+    ) -> Self {
         Timer {
-            clock: Clock::new(),
+            clock,
             commands: Ring::with_capacity(COMMANDS_CAPACITY),
             backlog: AtomicUsize::new(0),
             dead: AtomicU64::new(sweep::DEAD_AT_START),
@@ -167,11 +178,37 @@ impl Timer {
     }
 
     /// The timer thread sleeps until `next` (nanoseconds on the clock), or
-    /// until woken; without a deadline if `None`. (Under loom a deadline
-    /// never passes: a model wakes it with [`wake`](Self::wake).)
+    /// until woken; without a deadline if `None`, or if the clock is manual
+    /// (its time moves only by `ManualClock::advance`, which hands over the
+    /// tasks due itself). (Under loom a deadline never passes: a model wakes
+    /// it with [`wake`](Self::wake).)
     fn sleep_until(&self, next: Option<Nanos>) {
-        let wake_at: Option<Instant> = next.and_then(|n| self.clock.instant_of(n));
+        let wake_at: Option<Instant> = next
+            .filter(|_| !self.clock.is_manual())
+            .and_then(|n| self.clock.instant_of(n));
         self.parker.park_until(wake_at);
+    }
+
+    /// For a manual clock's `advance`: applies the queued commands and
+    /// hands every task due at `now` to `pool`'s workers, as a turn of the
+    /// timer thread does (under the same lock).
+    pub(crate) fn hand_over_at(&self, pool: &impl Workers, now: Nanos) {
+        let mut queue = self.queue.lock();
+        while !self.apply_commands(&mut queue, now) {}
+        hand_over_due(pool, &mut queue, now);
+    }
+
+    /// For a manual clock's `advance`: true if no command waits and
+    /// nothing the timer holds is due at `now`.
+    pub(crate) fn idle_at(&self, now: Nanos) -> bool {
+        let queue = self.queue.lock();
+        self.commands.is_empty() && queue.next_due().is_none_or(|next| next > now)
+    }
+
+    /// The earliest deadline the timer holds (commands not yet applied
+    /// aside).
+    pub(crate) fn next_deadline(&self) -> Option<Nanos> {
+        self.queue.lock().next_due()
     }
 
     /// The timer thread spins until `until` on the clock `now`, or until a
@@ -215,7 +252,9 @@ pub(crate) trait Workers: TaskContext {
 /// nanoseconds before a deadline (`waiting`). The pool marks the thread as
 /// its own before it calls this.
 pub(crate) fn run(pool: &impl Workers, spin: Nanos) {
-    let clock = pool.timer().clock;
+    let clock = pool.timer().clock.clone();
+    // No spin before a manual deadline: its time does not pass on its own.
+    let spin = if clock.is_manual() { 0 } else { spin };
     run_with_clock(pool, || clock.now(), Waiting::new(spin));
 }
 

@@ -1,0 +1,289 @@
+//! Manual time: a whole pool on a `ManualClock`, moved by `advance` through
+//! hours and days of schedule in milliseconds, with exact counts (no real
+//! time is measured, so nothing here depends on the machine's load).
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use chronopool::{ManualClock, MissedRuns, ScheduledExecutor, TimerQueue, MANUAL_CLOCK_START};
+use common::PATIENCE;
+
+const MINUTE: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn queues() -> [TimerQueue; 3] {
+    [
+        TimerQueue::heap(),
+        TimerQueue::hashed_wheel(),
+        TimerQueue::hierarchical_wheel(),
+    ]
+}
+
+fn manual_pool(clock: &ManualClock, queue: TimerQueue) -> ScheduledExecutor {
+    ScheduledExecutor::builder()
+        .worker_threads(2)
+        .timer_queue(queue)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
+
+/// A closure that records, at each run, how much manual time has passed
+/// since `start`.
+fn recorder(
+    clock: &ManualClock,
+    start: Instant,
+) -> (Arc<Mutex<Vec<Duration>>>, impl FnMut() + Send + 'static) {
+    let runs = Arc::new(Mutex::new(Vec::new()));
+    let (r, clock) = (runs.clone(), clock.clone());
+    (runs, move || r.lock().unwrap().push(clock.now() - start))
+}
+
+#[test]
+fn a_fixed_rate_task_runs_once_per_period_over_an_hour() {
+    for queue in queues() {
+        for (initial, runs_in_an_hour) in [(Duration::ZERO, 61), (MINUTE, 60)] {
+            let clock = ManualClock::new();
+            let pool = manual_pool(&clock, queue);
+            let start = clock.now();
+            let (runs, f) = recorder(&clock, start);
+            let task = pool.schedule_at_fixed_rate(f, initial, MINUTE).unwrap();
+            clock.advance(HOUR);
+            let runs = runs.lock().unwrap().clone();
+            assert_eq!(
+                runs.len(),
+                runs_in_an_hour,
+                "{queue:?}, initial {initial:?}"
+            );
+            // A wheel rounds deadlines up to its 1 ms tick; never early.
+            for (n, at) in runs.iter().enumerate() {
+                let due = initial + MINUTE * n as u32;
+                assert!(
+                    *at >= due && *at <= due + Duration::from_millis(1),
+                    "run {n} at {at:?}"
+                );
+            }
+            assert_eq!(clock.now() - start, HOUR);
+            assert!(task.cancel());
+        }
+    }
+}
+
+#[test]
+fn a_fixed_delay_task_runs_its_delay_after_each_manual_end() {
+    let clock = ManualClock::new();
+    let pool = manual_pool(&clock, TimerQueue::heap());
+    let start = clock.now();
+    let (runs, f) = recorder(&clock, start);
+    let _task = pool
+        .schedule_with_fixed_delay(f, Duration::from_secs(10), Duration::from_secs(50))
+        .unwrap();
+    clock.advance(Duration::from_secs(200));
+    let runs = runs.lock().unwrap().clone();
+    let secs: Vec<u64> = runs.iter().map(Duration::as_secs).collect();
+    assert_eq!(secs, [10, 60, 110, 160]);
+}
+
+#[test]
+fn tasks_scheduled_by_runs_take_part_in_the_same_advance() {
+    let clock = ManualClock::new();
+    let pool = manual_pool(&clock, TimerQueue::hierarchical_wheel());
+    let start = clock.now();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (l, c) = (log.clone(), clock.clone());
+    // A retry chain: each attempt schedules the next, 10 s later, from its
+    // worker; five attempts in all.
+    fn attempt(n: u32, log: Arc<Mutex<Vec<(u32, u64)>>>, clock: ManualClock, start: Instant) {
+        log.lock()
+            .unwrap()
+            .push((n, (clock.now() - start).as_secs()));
+        if n < 5 {
+            let next = chronopool::schedule(
+                move || attempt(n + 1, log, clock, start),
+                Duration::from_secs(10),
+            );
+            drop(next.expect("on a worker"));
+        }
+    }
+    pool.execute(move || attempt(1, l, c, start)).unwrap();
+    clock.advance(Duration::from_secs(35));
+    assert_eq!(
+        *log.lock().unwrap(),
+        [(1, 0), (2, 10), (3, 20), (4, 30)],
+        "the fifth attempt is due at 40 s, past the target"
+    );
+    clock.advance(Duration::from_secs(5));
+    assert_eq!(log.lock().unwrap().last(), Some(&(5, 40)));
+}
+
+#[test]
+fn advance_returns_with_the_pool_quiet_and_time_at_the_target() {
+    let clock = ManualClock::new();
+    let pool = manual_pool(&clock, TimerQueue::hashed_wheel());
+    let start = clock.now();
+    let done = Arc::new(AtomicUsize::new(0));
+    for i in 0..100u64 {
+        let done = done.clone();
+        let task = pool
+            .schedule(
+                move || {
+                    // Some work that takes real time, in fan-out subtasks.
+                    for _ in 0..4 {
+                        let done = done.clone();
+                        chronopool::execute(move || {
+                            std::thread::sleep(Duration::from_micros(200));
+                            done.fetch_add(1, Ordering::SeqCst);
+                        })
+                        .unwrap();
+                    }
+                },
+                Duration::from_millis(i * 7),
+            )
+            .unwrap();
+        drop(task);
+    }
+    clock.advance(Duration::from_secs(1));
+    assert_eq!(
+        done.load(Ordering::SeqCst),
+        400,
+        "every run and subtask ended"
+    );
+    assert_eq!(clock.now() - start, Duration::from_secs(1));
+    assert_eq!(pool.metrics().queued_tasks, 0);
+    assert_eq!(pool.metrics().scheduled_tasks, 0);
+}
+
+#[test]
+fn nothing_runs_before_its_manual_deadline_and_time_does_not_move_alone() {
+    let clock = ManualClock::new();
+    let pool = manual_pool(&clock, TimerQueue::heap());
+    let later = pool.schedule(|| 42, Duration::from_secs(5)).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !later.is_finished(),
+        "real time does not move a manual clock"
+    );
+    assert_eq!(later.delay(), Duration::from_secs(5));
+    clock.advance(Duration::from_millis(4_999));
+    assert!(!later.is_finished());
+    assert_eq!(later.delay(), Duration::from_millis(1));
+    clock.advance(Duration::from_millis(1));
+    assert_eq!(later.join().unwrap(), 42);
+}
+
+/// A fixed-rate task of period 1 min, first due at 1 min; the process is
+/// "suspended" for 10.5 min (`jump`): the runs due at 1..10 min are late,
+/// and `MissedRuns` decides what happens to them. Then a minute more.
+#[test]
+fn a_jump_makes_the_runs_due_meanwhile_late_and_missed_runs_decides() {
+    let at = Duration::from_secs;
+    for (missed, late_runs, next_run) in [
+        // All ten missed runs, back to back at 10.5 min; then 11 min.
+        (MissedRuns::Burst, 10, at(660)),
+        // One run at 10.5 min; the next on the original grid, at 11 min.
+        (MissedRuns::Skip, 1, at(660)),
+        // One run at 10.5 min; the next a period after it, at 11.5 min.
+        (MissedRuns::Delay, 1, at(690)),
+    ] {
+        let clock = ManualClock::new();
+        let pool = manual_pool(&clock, TimerQueue::heap());
+        let start = clock.now();
+        let (runs, f) = recorder(&clock, start);
+        let _task = pool
+            .schedule_at_fixed_rate_with(f, MINUTE, MINUTE, missed)
+            .unwrap();
+        clock.jump(at(630));
+        assert_eq!(
+            *runs.lock().unwrap(),
+            vec![at(630); late_runs],
+            "{missed:?}"
+        );
+        clock.advance(MINUTE);
+        let runs = runs.lock().unwrap().clone();
+        let after: Vec<Duration> = runs[late_runs..].to_vec();
+        let expected: Vec<Duration> = [next_run].into_iter().filter(|t| *t <= at(690)).collect();
+        assert_eq!(after, expected, "{missed:?}");
+    }
+}
+
+#[test]
+fn the_wall_clock_moves_with_manual_time_and_can_be_set_alone() {
+    let clock = ManualClock::new();
+    assert_eq!(clock.system_time(), UNIX_EPOCH + MANUAL_CLOCK_START);
+    let start = clock.now();
+    clock.advance(HOUR);
+    assert_eq!(clock.system_time(), UNIX_EPOCH + MANUAL_CLOCK_START + HOUR);
+    let stepped = SystemTime::UNIX_EPOCH + Duration::from_secs(2_000_000_000);
+    clock.set_system_time(stepped);
+    assert_eq!(clock.system_time(), stepped);
+    assert_eq!(clock.now() - start, HOUR, "the monotonic time did not move");
+    clock.advance(MINUTE);
+    assert_eq!(clock.system_time(), stepped + MINUTE);
+    let other = ManualClock::starting_at(stepped);
+    assert_eq!(other.system_time(), stepped);
+}
+
+#[test]
+fn pools_on_one_clock_move_together() {
+    let clock = ManualClock::new();
+    let a = manual_pool(&clock, TimerQueue::heap());
+    let b = manual_pool(&clock, TimerQueue::hierarchical_wheel());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for (name, pool, secs) in [("a", &a, 3u64), ("b", &b, 2), ("a", &a, 1)] {
+        let log = log.clone();
+        let task = pool.schedule(
+            move || log.lock().unwrap().push(name),
+            Duration::from_secs(secs),
+        );
+        drop(task.unwrap());
+    }
+    clock.advance(Duration::from_secs(3));
+    assert_eq!(*log.lock().unwrap(), ["a", "b", "a"]);
+}
+
+#[test]
+fn a_day_of_a_thousand_periodic_tasks_simulates_quickly() {
+    let clock = ManualClock::new();
+    let pool = manual_pool(&clock, TimerQueue::hierarchical_wheel());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for i in 0..1_000u64 {
+        let runs = runs.clone();
+        // Periods of 1 to 10 hours, first run one period in.
+        let period = HOUR * (1 + (i % 10) as u32);
+        handles.push(
+            pool.schedule_at_fixed_rate(
+                move || {
+                    runs.fetch_add(1, Ordering::Relaxed);
+                },
+                period,
+                period,
+            )
+            .unwrap(),
+        );
+    }
+    let real = Instant::now();
+    clock.advance(HOUR * 24);
+    let took = real.elapsed();
+    let expected: usize = (0..1_000u32).map(|i| (24 / (1 + i % 10)) as usize).sum();
+    assert_eq!(runs.load(Ordering::Relaxed), expected);
+    // Generous: a debug build on a loaded 2-core machine; the point is
+    // that no real time is waited for (a real day, or even a second per
+    // deadline, would not come close).
+    assert!(took < PATIENCE, "a simulated day took {took:?}");
+}
+
+#[test]
+#[should_panic(expected = "would wait for its own task")]
+fn advance_from_a_task_of_the_pool_is_refused() {
+    let clock = ManualClock::new();
+    let pool = manual_pool(&clock, TimerQueue::heap());
+    let c = clock.clone();
+    let inner = pool.submit(move || c.advance(MINUTE)).unwrap();
+    if let Err(chronopool::TaskError::Panicked(payload)) = inner.join() {
+        std::panic::resume_unwind(payload.into_inner());
+    }
+}
