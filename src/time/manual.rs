@@ -372,7 +372,11 @@ mod loom_model {
             )
             .expect("the pool accepts it");
             state.advance_through(&[&*pool as &dyn Driven], Duration::from_nanos(5));
-            assert_eq!(ran.load(Ordering::SeqCst), 2, "both tasks ran before advance returned");
+            assert_eq!(
+                ran.load(Ordering::SeqCst),
+                2,
+                "both tasks ran before advance returned"
+            );
             assert_eq!(Driven::jobs(&*pool), 0);
             assert_eq!(state.now(), 5);
             pool.shutdown();
