@@ -20,6 +20,24 @@ pub fn pool(queue: chronopool::TimerQueue, threads: usize) -> chronopool::Schedu
         .unwrap()
 }
 
+/// An executor with `threads` workers and the timer queue `queue`, on a
+/// [`ManualClock`](chronopool::ManualClock) of its own, returned with it:
+/// time moves only when the test moves it, so a test on it asserts exact
+/// manual times and counts, whatever the machine's load.
+pub fn manual_pool(
+    queue: chronopool::TimerQueue,
+    threads: usize,
+) -> (chronopool::ScheduledExecutor, chronopool::ManualClock) {
+    let clock = chronopool::ManualClock::new();
+    let pool = chronopool::ScheduledExecutor::builder()
+        .worker_threads(threads)
+        .timer_queue(queue)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    (pool, clock)
+}
+
 /// Polls `cond` until it holds or `PATIENCE` runs out; true if it held.
 pub fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + PATIENCE;
