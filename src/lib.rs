@@ -121,6 +121,7 @@ mod sync;
 mod task;
 mod time;
 mod timer;
+pub mod trigger;
 
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../README.md")]

@@ -20,13 +20,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 /// The layers, lowest first.
-const LAYERS: [&str; 6] = ["sync", "time", "task", "timer", "pool", "api"];
+const LAYERS: [&str; 7] = ["sync", "time", "trigger", "task", "timer", "pool", "api"];
 
 /// The layer of a top-level module of the crate.
 fn layer_of(module: &str) -> &'static str {
     match module {
         "sync" => "sync",
         "time" => "time",
+        "trigger" => "trigger",
         "task" => "task",
         "timer" => "timer",
         "pool" => "pool",

@@ -9,7 +9,7 @@
 //!
 //! [`ManualClock`]: super::ManualClock
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::sync::StdArc;
 
@@ -59,6 +59,14 @@ impl Clock {
     /// nothing may sleep (or spin) until a deadline in real time.
     pub(crate) fn is_manual(&self) -> bool {
         self.manual.is_some()
+    }
+
+    /// The wall time now: the system clock's, or the manual clock's.
+    pub(crate) fn system_time(&self) -> SystemTime {
+        match &self.manual {
+            None => SystemTime::now(),
+            Some(manual) => manual.system_time(),
+        }
     }
 
     /// Nanoseconds since the origin, now.
