@@ -368,3 +368,59 @@ fn a_cancelled_triggered_task_reports_it() {
     assert_eq!(runs.lock().unwrap().len(), 3);
     assert!(matches!(task.join(), Err(TaskError::Cancelled)));
 }
+
+/// A trigger is user code: it may shut the pool down from `next`, and its
+/// destructor may panic when the task ends; neither hangs nor unwinds.
+#[test]
+fn hostile_triggers_neither_hang_nor_unwind() {
+    common::quiet_expected_panics();
+    struct PanicOnDrop;
+    impl Drop for PanicOnDrop {
+        fn drop(&mut self) {
+            panic!("expected: a trigger's capture panicked on drop");
+        }
+    }
+    let clock = ManualClock::new();
+    let panics = Arc::new(AtomicUsize::new(0));
+    let p = panics.clone();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .clock(clock.clone())
+        .on_panic(move |_| {
+            p.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+
+    // Its destructor panics when a cancel drops it.
+    let guard = PanicOnDrop;
+    let task = pool
+        .schedule_with_trigger(
+            || ControlFlow::<()>::Continue(()),
+            move |ctx: &TriggerContext| {
+                let _keep = &guard;
+                Some(Next::At(ctx.now() + MINUTE))
+            },
+        )
+        .unwrap();
+    clock.advance(MINUTE * 2);
+    assert!(task.cancel());
+    assert_eq!(panics.load(Ordering::SeqCst), 1);
+
+    // `next` shuts the pool down, when it is asked for the first run and
+    // after a run: nothing waits for itself.
+    let weak = pool.downgrade();
+    let stopper = pool
+        .schedule_with_trigger(
+            || ControlFlow::<()>::Continue(()),
+            move |ctx: &TriggerContext| {
+                if let Some(pool) = weak.upgrade() {
+                    drop(pool.shutdown_now());
+                }
+                Some(Next::At(ctx.now() + MINUTE))
+            },
+        )
+        .unwrap_err();
+    assert_eq!(stopper.kind(), SubmitErrorKind::Shutdown);
+    assert!(pool.await_termination(PATIENCE));
+}

@@ -297,6 +297,10 @@ impl Pool {
     /// (a one-shot task at a wall time) are kept as delayed tasks are. A
     /// trigger that ends the task at once (or panics) makes a cell that is
     /// already final and inserts nothing.
+    ///
+    /// The trigger is user code: it is asked before the submission's
+    /// admission, which `shutdown_now` waits for (a trigger that calls it
+    /// must not run inside one).
     pub(crate) fn schedule_recurring<B, G>(
         &self,
         body: B,
@@ -307,20 +311,27 @@ impl Pool {
         B: Body,
         G: Trigger,
     {
-        if !self.enter() {
+        if self.lifecycle.is_shut_down() {
             return Err(SubmitError::new(body, SubmitErrorKind::Shutdown));
         }
-        if !self.timer.reserve() {
-            self.leave();
-            return Err(SubmitError::new(body, SubmitErrorKind::TooManyScheduled));
-        }
         let cell = StdArc::new(RecurringTask::new(body, trigger, periodic));
-        match RecurringTask::first(&cell, self) {
-            Some(_) => self.timer.insert_reserved(cell.clone()),
-            None => self.timer.unreserve(),
+        if RecurringTask::first(&cell, self).is_none() {
+            return Ok(cell);
         }
-        self.leave();
-        Ok(cell)
+        let refused = if !self.enter() {
+            SubmitErrorKind::Shutdown
+        } else if !self.timer.reserve() {
+            self.leave();
+            SubmitErrorKind::TooManyScheduled
+        } else {
+            self.timer.insert_reserved(cell.clone());
+            self.leave();
+            return Ok(cell);
+        };
+        Err(SubmitError::new(
+            RecurringTask::refuse(&cell, self),
+            refused,
+        ))
     }
 
     /// Admits the re-arming of a periodic task after a run (false: stop it,

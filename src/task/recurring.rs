@@ -257,6 +257,18 @@ where
         }
     }
 
+    /// Takes the body back out of a task that [`first`](Self::first)
+    /// placed but the pool refused (nobody else runs or cancels it): the
+    /// task ends as cancelled, its triggers dropped through `ctx`.
+    pub(crate) fn refuse(this: &StdArc<Self>, ctx: &dyn TaskContext) -> B {
+        let claimed = this.header.leave_scheduled(RUNNING).is_some();
+        debug_assert!(claimed, "a refused task was never handed to the timer");
+        let owned = this.owned();
+        let body = owned.job.take().expect("a refused task holds its body");
+        this.stop(ctx);
+        body
+    }
+
     /// The owned part. Only the holder of RUNNING (or the canceller that
     /// won) calls this, and never twice at once.
     #[allow(clippy::mut_from_ref)]
