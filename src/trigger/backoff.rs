@@ -10,7 +10,7 @@
 //! pause the failing service gets before the next one.
 //!
 //! The `k`-th delay is `min(max, initial × factor^(k-1))`, computed in
-//! `f64` and clamped to `max` before it becomes a [`Duration`], so a
+//! `f64` and clamped to `max` before it becomes nanoseconds, so a
 //! thousand retries at `factor` 10 wait `max` rather than overflow. `k`
 //! is the task's count of runs ([`TriggerContext::runs`]): the trigger
 //! reads only that and [`TriggerContext::now`] (so the task records no run
@@ -23,9 +23,9 @@
 //! retry together if their delays are the same, and the retries arrive as
 //! bursts as large as the one that failed. Drawing each delay at random
 //! spreads them out. Of the schemes compared in AWS's "Exponential Backoff
-//! And Jitter", full jitter (uniform in `[0, d]`) did the least total work
-//! and finished soonest; "equal jitter" (uniform in `[d/2, d]`) keeps a
-//! floor under each wait at the cost of more collisions. [`Jitter`] offers
+//! And Jitter", full jitter (uniform in `[0, d]`) did the least total work;
+//! "equal jitter" (uniform in `[d/2, d]`) keeps a floor under each wait,
+//! for a little more work and a much longer time to finish. [`Jitter`] offers
 //! both (equal jitter is [`Jitter::Partial`]`(0.5)`) and none, the
 //! default, for schedules that must be exact. Every jittered delay stays
 //! at or under the delay it jitters, so `max` bounds every wait. The
