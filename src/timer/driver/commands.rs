@@ -147,6 +147,12 @@ impl Timer {
         false
     }
 
+    /// Gives back a slot `reserve` took, for a task that was not inserted
+    /// after all (its trigger ended it at once).
+    pub(crate) fn unreserve(&self) {
+        self.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+
     /// Hands `entry`, counted by `reserve`, to the timer thread (waiting
     /// for room if the command queue is full: module doc).
     pub(crate) fn insert_reserved(&self, entry: StdArc<dyn TimerEntry>) {
