@@ -139,7 +139,7 @@ pub enum Jitter {
 /// ```
 ///
 /// The count of runs is the task's ([`TriggerContext::runs`]): a task
-/// [rescheduled](crate::PeriodicHandle::reschedule) to a back-off after
+/// [rescheduled](crate::TriggerHandle::reschedule) to a back-off after
 /// some runs goes on from that count, for its delays and for `max_runs`.
 #[derive(Debug)]
 pub struct Backoff {
@@ -345,7 +345,7 @@ impl Trigger for Backoff {
                 return None;
             }
         }
-        Some(Next::At(ctx.clock.instant_of_saturating(at)))
+        Some(Next::At(ctx.instant_at(at)))
     }
 
     fn records_run_times(&self) -> bool {
