@@ -1,4 +1,8 @@
 //! Configuration: errors instead of panics, thread names, stack size, hooks.
+//!
+//! The wheel settings are checked on a [`ManualClock`](chronopool::ManualClock)
+//! (exact manual run times, no real waiting); `timer_spin` stays on the real
+//! clock, since what it sets is the timer thread's real busy wait.
 
 mod common;
 
@@ -8,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chronopool::{
-    BuildError, ScheduledExecutor, TimerQueue, MAX_TIMER_SPIN, MAX_WHEEL_SLOTS, MAX_WHEEL_TICK,
-    MAX_WORKER_THREADS,
+    BuildError, ManualClock, ScheduledExecutor, TimerQueue, MAX_TIMER_SPIN, MAX_WHEEL_SLOTS,
+    MAX_WHEEL_TICK, MAX_WORKER_THREADS,
 };
 use common::PATIENCE;
 
@@ -61,25 +65,69 @@ fn invalid_wheel_settings_are_errors() {
         ));
         assert!(matches!(err, Err(BuildError::WheelSlots(s)) if s == slots));
     }
-    // The limits themselves are accepted (a 1 h tick: a task would wait for
-    // the next full hour, so none is scheduled here)...
-    build(TimerQueue::hashed_wheel_with(
-        MAX_WHEEL_TICK,
-        MAX_WHEEL_SLOTS,
-    ))
-    .unwrap();
-    build(TimerQueue::hierarchical_wheel_with(MAX_WHEEL_TICK)).unwrap();
-    // ...and a 1 ns tick, or slots not a power of two (rounded up, as Netty
-    // does), work.
+    // The limits themselves are accepted (`runs_at` unwraps the build)
+    // and work: on a manual clock (ticks count from its start), a task 1 ms
+    // ahead on a 1 h tick waits for the next full hour, to the nanosecond.
+    let hour = MAX_WHEEL_TICK;
+    for queue in [
+        TimerQueue::hashed_wheel_with(MAX_WHEEL_TICK, MAX_WHEEL_SLOTS),
+        TimerQueue::hierarchical_wheel_with(MAX_WHEEL_TICK),
+    ] {
+        let ran = runs_at(queue, &[Duration::from_millis(1)], &[hour]);
+        assert_eq!(ran, [hour], "{queue:?}");
+    }
+    // A 1 ns tick, or slots not a power of two (rounded up, as Netty
+    // does), work: on a manual clock, tasks due within the first revolution
+    // and many revolutions on (1,000 and 1,024 slots of 1 ms) run exactly
+    // at their deadlines, not a nanosecond early or late.
+    let ms = Duration::from_millis;
+    let delays = [ms(1), ms(999), ms(1000), ms(1024), ms(1500), ms(5001)];
     for queue in [
         TimerQueue::hierarchical_wheel_with(Duration::from_nanos(1)),
         TimerQueue::hashed_wheel_with(Duration::from_nanos(1), 1),
         TimerQueue::hashed_wheel_with(Duration::from_millis(1), 1000),
     ] {
-        let pool = build(queue).unwrap();
-        let handle = pool.schedule(|| 1, Duration::from_millis(1)).unwrap();
-        assert_eq!(handle.join().unwrap(), 1);
+        assert_eq!(runs_at(queue, &delays, &delays), delays, "{queue:?}");
     }
+}
+
+/// Builds a one-worker pool with `queue` on a manual clock (the build must
+/// succeed) and schedules a task at each of `delays`; moves the clock to a
+/// nanosecond before each of `due` (ascending), asserting that the task
+/// due then has not run, and then past the last; returns the manual time
+/// (since the start) each task ran at. (Each move goes through every
+/// deadline on the way, so a task runs at the time its queue says it is
+/// due, not at the end of a move.)
+fn runs_at(queue: TimerQueue, delays: &[Duration], due: &[Duration]) -> Vec<Duration> {
+    let clock = ManualClock::new();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .timer_queue(queue)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let start = clock.now();
+    let handles: Vec<_> = delays
+        .iter()
+        .map(|&delay| {
+            let c = clock.clone();
+            pool.schedule(move || c.now() - start, delay).unwrap()
+        })
+        .collect();
+    for (handle, &due) in handles.iter().zip(due) {
+        clock.advance(
+            (start + due - Duration::from_nanos(1)).saturating_duration_since(clock.now()),
+        );
+        assert!(!handle.is_finished(), "{queue:?}: ran before {due:?}");
+    }
+    clock.advance(2 * MAX_WHEEL_TICK);
+    handles
+        .into_iter()
+        .map(|h| {
+            assert!(h.is_finished(), "{queue:?}: not run");
+            h.join().unwrap()
+        })
+        .collect()
 }
 
 #[test]
@@ -97,7 +145,9 @@ fn a_timer_spin_past_the_limit_is_an_error_and_with_any_other_no_task_runs_early
     }
     // A spin as long as the limit, none, and the default: a few timers, each
     // waited for long enough that the timer thread spins before it (if the
-    // setting lets it), never start early.
+    // setting lets it), never start early. On the real clock on purpose:
+    // the spin is the timer thread's real busy wait before a deadline,
+    // which a manual clock (whose timer thread never waits) never reaches.
     for spin in [MAX_TIMER_SPIN, Duration::ZERO, Duration::from_micros(100)] {
         let pool = build(spin).unwrap();
         for delay_ms in [1, 3, 6] {

@@ -174,6 +174,11 @@ pub(crate) struct RecurringTask<B: Body, G> {
     wall_due: AtomicU64,
     /// A trigger handed in by `reschedule`, for the holder of RUNNING.
     replacement: Mutex<Option<Box<dyn Trigger>>>,
+    /// Set (`Release`) after a trigger was put in `replacement`, so that a
+    /// run looks at the lock only then. A run that missed it is told by
+    /// RESCHEDULE_REQUESTED, which `reschedule` sets after this (its
+    /// `try_reset` then synchronizes with that and sees this flag).
+    replaced: AtomicBool,
     /// The task has been given to the timer's watch of the wall clock.
     watched: AtomicBool,
 }
@@ -229,6 +234,7 @@ where
             deadline: AtomicU64::new(0),
             wall_due: AtomicU64::new(NO_WALL),
             replacement: Mutex::new(None),
+            replaced: AtomicBool::new(false),
             watched: AtomicBool::new(false),
         }
     }
@@ -331,7 +337,15 @@ where
     /// RUNNING); the triggers it replaces are dropped (user code, through
     /// `ctx`).
     fn install_replacement(&self, ctx: &dyn TaskContext) {
-        let Some(new) = self.replacement.lock().take() else {
+        if !self.replaced.load(Ordering::Acquire) {
+            return;
+        }
+        let new = {
+            let mut replacement = self.replacement.lock();
+            self.replaced.store(false, Ordering::Relaxed);
+            replacement.take()
+        };
+        let Some(new) = new else {
             return;
         };
         let owned = self.owned();
@@ -528,7 +542,11 @@ where
         trigger: Box<dyn Trigger>,
         ctx: &dyn TaskContext,
     ) -> bool {
-        let unapplied = this.replacement.lock().replace(trigger);
+        let unapplied = {
+            let mut replacement = this.replacement.lock();
+            this.replaced.store(true, Ordering::Release);
+            replacement.replace(trigger)
+        };
         ctx.drop_reporting(unapplied);
         match this.header.request_reschedule() {
             RescheduleRequest::Claimed => {
