@@ -563,3 +563,112 @@ fn debug_shows_the_expression_zone_and_policy() {
         "{debug}"
     );
 }
+
+// ---- Against a model -------------------------------------------------------
+
+/// The occurrences in `[from, to)` by brute force, minute by minute: every
+/// instant whose wall time matches, except the second instant of a
+/// repeated wall time for a fixed-time job; and, for a fixed-time job,
+/// each jump over a gap that held a matching wall time.
+fn model(c: &Cron, from: Timestamp, to: Timestamp) -> Vec<Timestamp> {
+    let zone = &c.zone;
+    let schedule = &c.expression.schedule;
+    let fixed = !c.expression.by_elapsed_time;
+    let mut all = Vec::new();
+    let mut s = from;
+    while s < to {
+        let wall = zone.to_datetime(s);
+        if schedule.is_time_matching(&wall).unwrap() {
+            let second_pass = match zone.to_ambiguous_timestamp(wall).offset() {
+                jiff::tz::AmbiguousOffset::Fold { after, .. } => zone.to_offset(s) == after,
+                _ => false,
+            };
+            if !(fixed && second_pass) {
+                all.push(s);
+            }
+        }
+        s = s.checked_add(jiff::SignedDuration::from_mins(1)).unwrap();
+    }
+    if fixed {
+        for transition in zone.following(from).take_while(|t| t.timestamp() < to) {
+            let jump = transition.timestamp();
+            let before = zone.to_offset(
+                jump.checked_sub(jiff::SignedDuration::from_secs(1))
+                    .unwrap(),
+            );
+            let after = transition.offset();
+            // The wall times skipped: [jump + before, jump + after).
+            let mut wall = jump.to_zoned(TimeZone::fixed(before)).datetime();
+            let end = jump.to_zoned(TimeZone::fixed(after)).datetime();
+            while wall < end {
+                if schedule.is_time_matching(&wall).unwrap() {
+                    all.push(jump);
+                    break;
+                }
+                wall = wall
+                    .checked_add(jiff::SignedDuration::from_mins(1))
+                    .unwrap();
+            }
+        }
+    }
+    all.sort();
+    all.dedup();
+    all
+}
+
+#[test]
+fn next_after_agrees_with_a_minute_by_minute_model_around_transitions() {
+    let zones = [
+        "America/New_York",
+        "Europe/Berlin",
+        "Europe/Dublin",       // negative daylight saving in the tzdb
+        "Australia/Lord_Howe", // 30-minute shifts
+        "America/Santiago",    // transitions at midnight
+        "America/St_Johns",    // -03:30
+        "Antarctica/Troll",    // two-hour shifts
+        "Pacific/Apia",        // 2011-12-30 skipped whole
+        "Asia/Shanghai",
+    ];
+    let patterns = [
+        "30 2 * * *",
+        "0,30 1 * * *",
+        "*/15 * * * *",
+        "0 * * * *",
+        "*/7 1-3 * * *",
+        "15 */2 * * *",
+        "0 0 * * *",
+        "45 23 * * *",
+        "*/20 0-2 * * SUN",
+        "5 3 * * *",
+        "0 12 * * *",
+    ];
+    let day = jiff::SignedDuration::from_hours(24);
+    for zone_name in zones {
+        let zone = jiff::tz::db().get(zone_name).unwrap();
+        let mut windows: Vec<Timestamp> = zone
+            .following("2026-01-01T00:00:00Z".parse().unwrap())
+            .take_while(|t| t.timestamp() < "2027-01-01T00:00:00Z".parse().unwrap())
+            .map(|t| t.timestamp())
+            .collect();
+        if zone_name == "Pacific/Apia" {
+            windows.push("2011-12-30T10:00:00Z".parse().unwrap());
+        }
+        if windows.is_empty() {
+            windows.push("2026-03-08T00:00:00Z".parse().unwrap());
+        }
+        for pattern in patterns {
+            let c = zoned(pattern, zone_name);
+            for &t in &windows {
+                let (from, to) = (t - day, t + day);
+                let expected = model(&c, from, to);
+                let mut found = Vec::new();
+                let mut at = from - jiff::SignedDuration::from_nanos(1);
+                while let Some(next) = c.next_after_timestamp(at).filter(|n| *n < to) {
+                    found.push(next);
+                    at = next;
+                }
+                assert_eq!(found, expected, "{pattern:?} in {zone_name} around {t}");
+            }
+        }
+    }
+}
