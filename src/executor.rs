@@ -2,18 +2,19 @@
 //! the pool down with.
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::builder::Builder;
 use crate::error::BuildError;
-use crate::handle::{PeriodicHandle, ScheduledHandle, TaskHandle};
+use crate::handle::{PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle};
 use crate::metrics::Metrics;
 use crate::pending::PendingTask;
-use crate::pool::{worker, Pool, SubmitError};
+use crate::pool::{worker, Pool, SubmitError, SubmitErrorKind};
 use crate::sync::thread::JoinHandle;
 use crate::sync::{Arc, Mutex, StdArc};
-use crate::task::{MissedRuns, Period};
-use crate::time::clock;
+use crate::task::{Once, Repeat, Until};
+use crate::trigger::{self, FixedDelay, FixedRate, MissedRuns, Next, Trigger};
 
 /// A pool of work-stealing worker threads that runs the tasks given to it.
 ///
@@ -189,7 +190,7 @@ impl ScheduledExecutor {
     {
         let pool = self.pool();
         let now = pool.timer.clock.now();
-        let cell = pool.schedule(f, now, now.saturating_add(clock::nanos(delay)))?;
+        let cell = pool.schedule(f, now, now.saturating_add(crate::time::clock::nanos(delay)))?;
         Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
     }
 
@@ -302,14 +303,13 @@ impl ScheduledExecutor {
     where
         F: FnMut() + Send + 'static,
     {
-        let pool = self.pool();
-        let first = pool.timer.clock.deadline_after(initial_delay);
-        let period = Period::FixedRate {
-            period: clock::nanos(period),
-            missed,
-        };
-        let cell = pool.schedule_periodic(f, first, period)?;
-        Ok(PeriodicHandle::new(cell, Arc::clone(pool)))
+        if period.is_zero() {
+            return Err(SubmitError::new(f, SubmitErrorKind::ZeroPeriod));
+        }
+        let rate = FixedRate::new(period)
+            .initial_delay(initial_delay)
+            .missed_runs(missed);
+        self.schedule_periodic(f, rate)
     }
 
     /// Runs `f` periodically with a fixed delay: first after
@@ -347,13 +347,118 @@ impl ScheduledExecutor {
     where
         F: FnMut() + Send + 'static,
     {
+        if delay.is_zero() {
+            return Err(SubmitError::new(f, SubmitErrorKind::ZeroPeriod));
+        }
+        let delay = FixedDelay::new(delay).initial_delay(initial_delay);
+        self.schedule_periodic(f, delay)
+    }
+
+    /// A periodic task on `trigger`.
+    fn schedule_periodic<F, G>(&self, f: F, trigger: G) -> Result<PeriodicHandle, SubmitError<F>>
+    where
+        F: FnMut() + Send + 'static,
+        G: Trigger,
+    {
         let pool = self.pool();
-        let first = pool.timer.clock.deadline_after(initial_delay);
-        let period = Period::FixedDelay {
-            delay: clock::nanos(delay),
-        };
-        let cell = pool.schedule_periodic(f, first, period)?;
+        let cell = pool
+            .schedule_recurring(Repeat(f), trigger, true)
+            .map_err(|e| e.map_job(|Repeat(f)| f))?;
         Ok(PeriodicHandle::new(cell, Arc::clone(pool)))
+    }
+
+    /// Runs `f` again and again, when `trigger` says (see
+    /// [`trigger`](crate::trigger)): the trigger gives the first run now,
+    /// and the next one after each run. The task ends when a run returns
+    /// `ControlFlow::Break(value)`, when the trigger has no next run, when
+    /// it is cancelled, or when a run or the trigger panics; its handle's
+    /// [`join`](TriggerHandle::join) tells which. Runs never overlap, and
+    /// each run happens-before the next.
+    ///
+    /// Retry a flaky call with back-off, until it succeeds or five tries
+    /// failed:
+    ///
+    /// ```
+    /// use chronopool::trigger::Backoff;
+    /// use chronopool::ScheduledExecutor;
+    /// use std::ops::ControlFlow;
+    /// use std::time::Duration;
+    ///
+    /// # fn call() -> Result<u32, ()> { Ok(7) }
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let fetched = pool.schedule_with_trigger(
+    ///     || match call() { Ok(v) => ControlFlow::Break(v), Err(()) => ControlFlow::Continue(()) },
+    ///     Backoff::exponential(Duration::from_millis(10), 2.0, Duration::from_secs(1)),
+    /// )?;
+    /// assert_eq!(fetched.join()?.into_value(), Some(7));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// A trigger that has no first run, or panics when asked for it, ends
+    /// the task at once: its handle is finished (a panic also goes to the
+    /// [`on_panic`](crate::Builder::on_panic) hook).
+    ///
+    /// # Errors
+    ///
+    /// After shutdown: [`SubmitErrorKind::Shutdown`](crate::SubmitErrorKind::Shutdown);
+    /// at the [`max_scheduled_tasks`](crate::Builder::max_scheduled_tasks)
+    /// limit: [`SubmitErrorKind::TooManyScheduled`](crate::SubmitErrorKind::TooManyScheduled);
+    /// `f` is given back either way.
+    pub fn schedule_with_trigger<F, T, G>(
+        &self,
+        f: F,
+        trigger: G,
+    ) -> Result<TriggerHandle<T>, SubmitError<F>>
+    where
+        F: FnMut() -> ControlFlow<T> + Send + 'static,
+        T: Send + 'static,
+        G: Trigger,
+    {
+        let pool = self.pool();
+        let cell = pool
+            .schedule_recurring(Until::new(f), trigger, true)
+            .map_err(|e| e.map_job(|until| until.0))?;
+        Ok(TriggerHandle::new(cell, Arc::clone(pool)))
+    }
+
+    /// Runs `f` once, when the *wall* clock reads `at` (not after the
+    /// monotonic delay it looks like now): if the wall clock is stepped
+    /// forward past `at`, `f` runs at once; stepped back, it waits for the
+    /// new wall time (see [`trigger`](crate::trigger#wall-time)). A time in
+    /// the past runs at once. At shutdown it is kept or dropped as the
+    /// other delayed tasks are.
+    ///
+    /// ```
+    /// use chronopool::{ManualClock, ScheduledExecutor};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let pool = ScheduledExecutor::builder().clock(clock.clone()).build()?;
+    /// let noon = clock.system_time() + Duration::from_secs(12 * 3600);
+    /// let lunch = pool.schedule_at_system_time(|| "lunch", noon)?;
+    /// clock.set_system_time(noon); // the wall clock is stepped: it runs
+    /// assert_eq!(lunch.join()?, "lunch");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for [`schedule`](Self::schedule).
+    pub fn schedule_at_system_time<F, T>(
+        &self,
+        f: F,
+        at: SystemTime,
+    ) -> Result<ScheduledHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let pool = self.pool();
+        let once = trigger::Once(Next::AtSystemTime(at));
+        let cell = pool
+            .schedule_recurring(Once(Some(f)), once, false)
+            .map_err(|e| e.map_job(|Once(f)| f.expect("a refused task was never run")))?;
+        Ok(ScheduledHandle::once(cell, Arc::clone(pool)))
     }
 
     /// Stops accepting work. Tasks already queued still run; then the

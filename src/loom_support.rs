@@ -19,9 +19,10 @@ use crate::pool::{worker, Pool, SubmitError};
 use crate::sync::deque::Worker;
 use crate::sync::thread::{self, JoinHandle};
 use crate::sync::{Arc, Ordering};
-use crate::task::{Job, Period};
+use crate::task::{Job, Repeat};
 use crate::time::Nanos;
 use crate::timer::driver::{ShutdownPolicy, Timer};
+use crate::trigger::{Next, Trigger, TriggerContext};
 
 /// Runs `f` under `loom::model` (bounded by `LOOM_MAX_PREEMPTIONS`), then
 /// prints how many interleavings it explored and how long it took, as
@@ -84,17 +85,43 @@ where
     Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
 }
 
-/// Schedules the periodic task `f`, first due at `first`.
+/// A fixed rate at explicit times (loom does not model the clock): first
+/// at `first`, then every `period` after the last due time.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Every {
+    pub(crate) first: Nanos,
+    pub(crate) period: Nanos,
+}
+
+impl Trigger for Every {
+    fn next(&mut self, ctx: &TriggerContext<'_>) -> Option<Next> {
+        let at = match ctx.last_due_nanos() {
+            None => self.first,
+            Some(due) => due.saturating_add(self.period),
+        };
+        Some(Next::At(ctx.instant_at(at)))
+    }
+
+    fn records_run_times(&self) -> bool {
+        false
+    }
+}
+
+/// Schedules the periodic task `f`, first due at `first`, then every
+/// `period`.
 pub(crate) fn schedule_periodic<F>(
     pool: &Arc<Pool>,
     f: F,
     first: Nanos,
-    period: Period,
+    period: Nanos,
 ) -> Result<PeriodicHandle, SubmitError<F>>
 where
     F: FnMut() + Send + 'static,
 {
-    let cell = pool.schedule_periodic(f, first, period)?;
+    let every = Every { first, period };
+    let cell = pool
+        .schedule_recurring(Repeat(f), every, true)
+        .map_err(|e| e.map_job(|Repeat(f)| f))?;
     Ok(PeriodicHandle::new(cell, Arc::clone(pool)))
 }
 

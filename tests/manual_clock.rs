@@ -287,3 +287,78 @@ fn advance_from_a_task_of_the_pool_is_refused() {
         std::panic::resume_unwind(payload.into_inner());
     }
 }
+
+/// A day of 1,000 schedules (fixed rates of 1 to 60 minutes, fixed delays,
+/// and daily wall-clock times through a trigger) in manual time: every
+/// task runs exactly as often as its schedule says. The real time it takes
+/// is printed (run with `--nocapture`; the closing note of the trigger
+/// work quotes it from a release build); the bound here only catches a
+/// collapse, not a slowdown.
+#[test]
+fn a_day_of_a_thousand_schedules_runs_in_manual_time() {
+    use chronopool::trigger::{Next, TriggerContext};
+    use std::ops::ControlFlow;
+
+    let clock = ManualClock::new();
+    let pool = manual_pool(&clock, TimerQueue::hierarchical_wheel());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut expected = 0;
+    let mut handles = Vec::new();
+    for i in 0..1_000u32 {
+        let r = runs.clone();
+        let count = move || {
+            r.fetch_add(1, Ordering::Relaxed);
+        };
+        match i % 4 {
+            0 | 1 => {
+                let period = MINUTE * (1 + i % 60);
+                expected += 24 * 60 / (1 + i % 60) as usize;
+                handles.push(
+                    pool.schedule_at_fixed_rate(count, period, period)
+                        .unwrap()
+                        .cancel_handle(),
+                );
+            }
+            2 => {
+                let delay = MINUTE * (5 + i % 55);
+                expected += 24 * 60 / (5 + i % 55) as usize;
+                handles.push(
+                    pool.schedule_with_fixed_delay(count, delay, delay)
+                        .unwrap()
+                        .cancel_handle(),
+                );
+            }
+            _ => {
+                // Daily at a wall time, minute `i % 1440` of the day.
+                let at = UNIX_EPOCH + MANUAL_CLOCK_START + MINUTE * (1 + i % 1439);
+                let mut count = count;
+                let daily = pool
+                    .schedule_with_trigger(
+                        move || {
+                            count();
+                            ControlFlow::<()>::Continue(())
+                        },
+                        move |ctx: &TriggerContext| {
+                            let last = ctx.last_due_system_time().unwrap_or(at - HOUR * 24);
+                            Some(Next::AtSystemTime(last + HOUR * 24))
+                        },
+                    )
+                    .unwrap();
+                expected += 1;
+                handles.push(daily.cancel_handle());
+            }
+        }
+    }
+    let started = std::time::Instant::now();
+    clock.advance(HOUR * 24);
+    let took = started.elapsed();
+    eprintln!(
+        "a day of 1,000 schedules ({expected} runs) in manual time: {:.0} ms",
+        took.as_secs_f64() * 1e3
+    );
+    assert_eq!(runs.load(Ordering::Relaxed), expected);
+    assert!(took < PATIENCE, "{took:?}");
+    for h in handles {
+        assert!(h.cancel());
+    }
+}

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use crate::error::JoinTimeoutError;
 use crate::pool::Pool;
 use crate::sync::{Arc, StdArc};
-use crate::task::{Joinable, TaskError, TimerEntry};
+use crate::task::{Joinable, Reschedulable, TaskError};
+use crate::trigger::{Ended, Trigger};
 
-use super::{CancelHandle, TaskHandle};
+use super::{CancelHandle, TriggerHandle};
 
 /// The handle of a periodic task (from
 /// [`schedule_at_fixed_rate`](crate::ScheduledExecutor::schedule_at_fixed_rate)
@@ -21,7 +22,9 @@ use super::{CancelHandle, TaskHandle};
 /// A periodic task runs until it is cancelled, one of its runs panics, or
 /// the executor shuts down; it never ends with a value, so
 /// [`join`](PeriodicHandle::join) (and `.await`) returns why it ended:
-/// `Err(TaskError::Cancelled)` or `Err(TaskError::Panicked(_))`.
+/// `Err(TaskError::Cancelled)` or `Err(TaskError::Panicked(_))` (or
+/// `Ok(())` if it was [rescheduled](PeriodicHandle::reschedule) to a
+/// trigger that ended it).
 ///
 /// Dropping the handle detaches the task: it goes on running until the
 /// executor shuts down. Keep the handle (or a [`CancelHandle`]) to stop it.
@@ -39,28 +42,28 @@ use super::{CancelHandle, TaskHandle};
 /// ```
 #[must_use = "dropping a PeriodicHandle detaches its task: it runs until the executor shuts down"]
 pub struct PeriodicHandle {
-    handle: TaskHandle<()>,
+    handle: TriggerHandle<()>,
 }
 
 impl PeriodicHandle {
     pub(crate) fn new<C>(cell: StdArc<C>, pool: Arc<Pool>) -> Self
     where
-        C: Joinable<()> + TimerEntry,
+        C: Joinable<Ended<()>> + Reschedulable + 'static,
     {
         PeriodicHandle {
-            handle: TaskHandle::new(cell, pool),
+            handle: TriggerHandle::new(cell, pool),
         }
     }
 
     /// Waits until the task ends and returns why: cancelled, or a run
     /// panicked. Called on a worker, the wait runs queued work meanwhile
-    /// (as [`TaskHandle::join`]).
+    /// (as [`TaskHandle::join`](crate::TaskHandle::join)).
     ///
     /// # Panics
     ///
     /// If the handle was already polled to completion as a `Future`.
     pub fn join(self) -> Result<(), TaskError> {
-        self.handle.join()
+        self.handle.join().map(drop)
     }
 
     /// Like [`join`](Self::join), but gives up after `timeout`, handing the
@@ -72,6 +75,7 @@ impl PeriodicHandle {
     pub fn join_timeout(self, timeout: Duration) -> Result<(), JoinTimeoutError<Self>> {
         self.handle
             .join_timeout(timeout)
+            .map(drop)
             .map_err(|e| e.map_handle(|handle| PeriodicHandle { handle }))
     }
 
@@ -83,6 +87,27 @@ impl PeriodicHandle {
     /// [`on_panic`](crate::Builder::on_panic) hook.
     pub fn cancel(&self) -> bool {
         self.handle.cancel()
+    }
+
+    /// Changes the task's schedule from the next run on: a new period
+    /// ([`FixedRate`](crate::trigger::FixedRate),
+    /// [`FixedDelay`](crate::trigger::FixedDelay)) or any trigger (see
+    /// [`TriggerHandle::reschedule`]). False if the task has ended.
+    ///
+    /// ```
+    /// use chronopool::trigger::FixedRate;
+    /// use chronopool::ScheduledExecutor;
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let renew = pool.schedule_at_fixed_rate(|| {}, Duration::from_secs(60), Duration::from_secs(60))?;
+    /// // The lease got shorter: renew every 10 s from now on.
+    /// assert!(renew.reschedule(FixedRate::new(Duration::from_secs(10)).initial_delay(Duration::from_secs(10))));
+    /// assert!(renew.delay() <= Duration::from_secs(10));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn reschedule(&self, trigger: impl Trigger) -> bool {
+        self.handle.reschedule(trigger)
     }
 
     /// True once the task has ended (cancelled, or a run panicked).
@@ -105,7 +130,7 @@ impl PeriodicHandle {
     /// it, once that run has computed it; after the task ended: the last
     /// deadline it had).
     pub fn deadline(&self) -> Instant {
-        self.handle.deadline_instant()
+        self.handle.deadline()
     }
 
     /// A cheap, cloneable handle that can cancel the task from elsewhere
@@ -122,7 +147,9 @@ impl Future for PeriodicHandle {
     ///
     /// If polled again after it returned `Poll::Ready`.
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.handle).poll(cx)
+        Pin::new(&mut self.handle)
+            .poll(cx)
+            .map(|ended| ended.map(drop))
     }
 }
 

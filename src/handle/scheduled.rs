@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use crate::error::JoinTimeoutError;
 use crate::pool::Pool;
 use crate::sync::{Arc, StdArc};
+use crate::task::recurring::{Body, Once, OnceView, RecurringTask};
 use crate::task::{Joinable, TaskError, TimerEntry};
+use crate::trigger::Trigger;
 
 use super::{CancelHandle, TaskHandle};
 
@@ -42,6 +44,19 @@ impl<T> ScheduledHandle<T> {
     {
         ScheduledHandle {
             handle: TaskHandle::new(cell, pool),
+        }
+    }
+
+    /// The handle of a one-shot task at a wall time.
+    pub(crate) fn once<F, G>(cell: StdArc<RecurringTask<Once<F>, G>>, pool: Arc<Pool>) -> Self
+    where
+        F: FnOnce() -> T + Send + 'static,
+        G: Trigger,
+        T: Send + 'static,
+        Once<F>: Body<Output = T>,
+    {
+        ScheduledHandle {
+            handle: TaskHandle::new(StdArc::new(OnceView(cell)), pool),
         }
     }
 

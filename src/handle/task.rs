@@ -64,7 +64,7 @@ impl<T> TaskHandle<T> {
     }
 
     /// The task's context: the pool, as the task layer sees it.
-    fn context(&self) -> &dyn TaskContext {
+    pub(crate) fn context(&self) -> &dyn TaskContext {
         &*self.pool
     }
 

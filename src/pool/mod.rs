@@ -41,12 +41,15 @@ use std::ptr;
 
 use crate::sync::deque::{Injector, Steal, Stealer, Worker};
 use crate::sync::{fence, Arc, CachePadded, Ordering, StdArc};
+use crate::task::recurring::Body;
 use crate::task::{
-    Job, PanicPayload, Period, PeriodicTask, ScheduledTask, TaskCell, TaskContext, TimerEntry,
+    Job, PanicPayload, RecurringTask, ScheduledTask, TaskCell, TaskContext, TimerEntry, WallTask,
 };
 use crate::time::manual::Driven;
+use crate::time::Clock;
 use crate::time::Nanos;
 use crate::timer::driver::{self, Timer, Workers};
+use crate::trigger::Trigger;
 
 pub(crate) mod hooks;
 pub(crate) mod job_count;
@@ -288,44 +291,57 @@ impl Pool {
         Ok(cell)
     }
 
-    /// Schedules the periodic task `f`, first due at `first`, and returns
-    /// its cell (for its handle).
-    pub(crate) fn schedule_periodic<F>(
+    /// Schedules the recurring task `body` on `trigger`, which decides its
+    /// first run now, and returns its cell (for its handle). `periodic`
+    /// tasks are dropped at shutdown unless the pool keeps them; the others
+    /// (a one-shot task at a wall time) are kept as delayed tasks are. A
+    /// trigger that ends the task at once (or panics) makes a cell that is
+    /// already final and inserts nothing.
+    ///
+    /// The trigger is user code: it is asked before the submission's
+    /// admission, which `shutdown_now` waits for (a trigger that calls it
+    /// must not run inside one).
+    pub(crate) fn schedule_recurring<B, G>(
         &self,
-        f: F,
-        first: Nanos,
-        period: Period,
-    ) -> Result<StdArc<PeriodicTask<F>>, SubmitError<F>>
+        body: B,
+        trigger: G,
+        periodic: bool,
+    ) -> Result<StdArc<RecurringTask<B, G>>, SubmitError<B>>
     where
-        F: FnMut() + Send + 'static,
+        B: Body,
+        G: Trigger,
     {
-        if matches!(
-            period,
-            Period::FixedRate { period: 0, .. } | Period::FixedDelay { delay: 0 }
-        ) {
-            return Err(SubmitError::new(f, SubmitErrorKind::ZeroPeriod));
+        if self.lifecycle.is_shut_down() {
+            return Err(SubmitError::new(body, SubmitErrorKind::Shutdown));
         }
-        if !self.enter() {
-            return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
+        let cell = StdArc::new(RecurringTask::new(body, trigger, periodic));
+        if RecurringTask::first(&cell, self).is_none() {
+            return Ok(cell);
         }
-        if !self.timer.reserve() {
+        let refused = if !self.enter() {
+            SubmitErrorKind::Shutdown
+        } else if !self.timer.reserve() {
             self.leave();
-            return Err(SubmitError::new(f, SubmitErrorKind::TooManyScheduled));
-        }
-        let cell = StdArc::new(PeriodicTask::new(f, first, period));
-        self.timer.insert_reserved(cell.clone());
-        self.leave();
-        Ok(cell)
+            SubmitErrorKind::TooManyScheduled
+        } else {
+            self.timer.insert_reserved(cell.clone());
+            self.leave();
+            return Ok(cell);
+        };
+        Err(SubmitError::new(
+            RecurringTask::refuse(&cell, self),
+            refused,
+        ))
     }
 
     /// Admits the re-arming of a periodic task after a run (false: stop it,
     /// the pool was shut down and keeps no periodic task, or stopped). An
     /// admitted one calls [`rearm_done`](Self::rearm_done) after it re-armed.
-    fn rearm_admitted(&self) -> bool {
+    fn rearm_admitted(&self, periodic: bool) -> bool {
         if !self.lifecycle.enter_rearm() {
             return false;
         }
-        if self.lifecycle.is_shut_down() && !self.timer.keeps_periodic_on_shutdown() {
+        if periodic && self.lifecycle.is_shut_down() && !self.timer.keeps_periodic_on_shutdown() {
             self.leave();
             return false;
         }
@@ -431,16 +447,21 @@ impl TaskContext for Pool {
         self.hooks.show_panic(payload);
     }
 
-    fn now(&self) -> Nanos {
-        self.timer.clock.now()
+    fn clock(&self) -> &Clock {
+        &self.timer.clock
     }
 
     /// The closure of a task that is not re-armed is dropped by the task
     /// after this returns, outside the re-arm's admission: `shutdown_now`
     /// waits for admitted re-arms, so a destructor that calls it must not
     /// run inside one.
-    fn rearm(&self, entry: StdArc<dyn TimerEntry>, reset: &mut dyn FnMut() -> bool) -> bool {
-        if !self.rearm_admitted() {
+    fn rearm(
+        &self,
+        entry: StdArc<dyn TimerEntry>,
+        periodic: bool,
+        reset: &mut dyn FnMut() -> bool,
+    ) -> bool {
+        if !self.rearm_admitted(periodic) {
             return false;
         }
         let reset = reset();
@@ -449,6 +470,10 @@ impl TaskContext for Pool {
         }
         self.rearm_done();
         reset
+    }
+
+    fn watch_wall(&self, task: StdArc<dyn WallTask>) {
+        self.timer.watch_wall(task);
     }
 
     fn note_cancelled(&self) {

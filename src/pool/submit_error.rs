@@ -69,6 +69,14 @@ impl<F> SubmitError<F> {
         SubmitError { job, kind }
     }
 
+    /// The same refusal, of the job `map` makes of this one.
+    pub(crate) fn map_job<G>(self, map: impl FnOnce(F) -> G) -> SubmitError<G> {
+        SubmitError {
+            job: map(self.job),
+            kind: self.kind,
+        }
+    }
+
     /// Why the job was refused.
     pub fn kind(&self) -> SubmitErrorKind {
         self.kind

@@ -14,9 +14,9 @@
 use std::task::Waker;
 
 use crate::sync::StdArc;
-use crate::time::Nanos;
+use crate::time::{Clock, Nanos};
 
-use super::entry::TimerEntry;
+use super::entry::{TimerEntry, WallTask};
 use super::error::PanicPayload;
 use super::unwind::report_panic;
 
@@ -27,15 +27,31 @@ pub(crate) trait TaskContext {
     /// panic of the hook itself is caught.
     fn show_panic(&self, payload: &PanicPayload);
 
-    /// The time now, on the clock the task's deadlines are on.
-    fn now(&self) -> Nanos;
+    /// The clock the task's deadlines are on.
+    fn clock(&self) -> &Clock;
 
-    /// Hands a periodic task that just ran back to the timer for its next
-    /// run, if the pool still takes one: `reset` (which makes the task
-    /// runnable again, or returns false if a cancel came during the run)
-    /// runs inside the re-arm's admission, and `entry` is handed over if it
-    /// returned true. True if the task was re-armed.
-    fn rearm(&self, entry: StdArc<dyn TimerEntry>, reset: &mut dyn FnMut() -> bool) -> bool;
+    /// The time now, on [`clock`](Self::clock).
+    fn now(&self) -> Nanos {
+        self.clock().now()
+    }
+
+    /// Hands a recurring task that just ran (or was placed again) back to
+    /// the timer for its next run, if the pool still takes one (a
+    /// `periodic` one, or a one-shot task at a wall time): `reset` (which
+    /// makes the task runnable again, or returns false if a cancel or a
+    /// reschedule came during the run) runs inside the re-arm's admission,
+    /// and `entry` is handed over if it returned true. True if the task was
+    /// re-armed.
+    fn rearm(
+        &self,
+        entry: StdArc<dyn TimerEntry>,
+        periodic: bool,
+        reset: &mut dyn FnMut() -> bool,
+    ) -> bool;
+
+    /// Watches the wall clock for `task`, due at a wall time: after a step
+    /// of the wall clock the timer hands over its check job.
+    fn watch_wall(&self, task: StdArc<dyn WallTask>);
 
     /// Counts, with the timer, the cancel of a task that it may hold (so
     /// that its dead entry is swept out).
@@ -70,28 +86,49 @@ pub(crate) struct NoPool;
 impl TaskContext for NoPool {
     fn show_panic(&self, _: &PanicPayload) {}
 
-    fn now(&self) -> Nanos {
-        0
+    fn clock(&self) -> &Clock {
+        static CLOCK: std::sync::OnceLock<Clock> = std::sync::OnceLock::new();
+        CLOCK.get_or_init(Clock::new)
     }
 
-    fn rearm(&self, _: StdArc<dyn TimerEntry>, _: &mut dyn FnMut() -> bool) -> bool {
+    fn rearm(&self, _: StdArc<dyn TimerEntry>, _: bool, _: &mut dyn FnMut() -> bool) -> bool {
         false
     }
+
+    fn watch_wall(&self, _: StdArc<dyn WallTask>) {}
 
     fn note_cancelled(&self) {}
 }
 
 /// A context that records what tasks ask of it, for the task layer's unit
-/// tests: the panics shown, the re-arms (accepted while `accept_rearm`),
-/// the cancels counted, and a clock the test sets.
+/// tests: the panics shown, the re-arms (refused while `refuse_rearm`),
+/// the wall-time tasks watched, the cancels counted, and a manual clock the
+/// test moves.
 #[cfg(all(test, not(loom)))]
-#[derive(Default)]
 pub(crate) struct TestContext {
     pub(crate) panics: std::sync::Mutex<Vec<Option<String>>>,
     pub(crate) rearmed: std::sync::Mutex<Vec<StdArc<dyn TimerEntry>>>,
+    pub(crate) watched: std::sync::Mutex<Vec<StdArc<dyn WallTask>>>,
     pub(crate) refuse_rearm: std::sync::atomic::AtomicBool,
     pub(crate) cancels: std::sync::atomic::AtomicUsize,
-    pub(crate) now: std::sync::atomic::AtomicU64,
+    pub(crate) manual: crate::time::ManualClock,
+    clock: Clock,
+}
+
+#[cfg(all(test, not(loom)))]
+impl Default for TestContext {
+    fn default() -> Self {
+        let manual = crate::time::ManualClock::new();
+        TestContext {
+            panics: Default::default(),
+            rearmed: Default::default(),
+            watched: Default::default(),
+            refuse_rearm: Default::default(),
+            cancels: Default::default(),
+            clock: Clock::manual(StdArc::clone(manual.state())),
+            manual,
+        }
+    }
 }
 
 #[cfg(all(test, not(loom)))]
@@ -101,11 +138,16 @@ impl TaskContext for TestContext {
         self.panics.lock().unwrap().push(message);
     }
 
-    fn now(&self) -> Nanos {
-        self.now.load(std::sync::atomic::Ordering::SeqCst)
+    fn clock(&self) -> &Clock {
+        &self.clock
     }
 
-    fn rearm(&self, entry: StdArc<dyn TimerEntry>, reset: &mut dyn FnMut() -> bool) -> bool {
+    fn rearm(
+        &self,
+        entry: StdArc<dyn TimerEntry>,
+        _: bool,
+        reset: &mut dyn FnMut() -> bool,
+    ) -> bool {
         if self.refuse_rearm.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
@@ -114,6 +156,10 @@ impl TaskContext for TestContext {
         }
         self.rearmed.lock().unwrap().push(entry);
         true
+    }
+
+    fn watch_wall(&self, task: StdArc<dyn WallTask>) {
+        self.watched.lock().unwrap().push(task);
     }
 
     fn note_cancelled(&self) {

@@ -1,4 +1,5 @@
-//! [`TimerEntry`]: what the timer holds for a task scheduled to run later.
+//! [`TimerEntry`]: what the timer holds for a task scheduled to run later;
+//! [`WallTask`]: what it watches for a task due at a wall time.
 
 use crate::sync::StdArc;
 use crate::time::Nanos;
@@ -17,4 +18,14 @@ pub(crate) trait TimerEntry: Send + Sync + 'static {
     }
     /// The job that runs it.
     fn into_job(self: StdArc<Self>) -> Job;
+}
+
+/// A task due at a wall time, as the timer's watch of the wall clock
+/// sees it (`timer::driver::wall`).
+pub(crate) trait WallTask: Send + Sync + 'static {
+    /// True once the task has ended: no longer worth watching.
+    fn is_final(&self) -> bool;
+    /// The job that places the task again if the wall clock moved under
+    /// its deadline.
+    fn check_job(self: StdArc<Self>) -> Job;
 }

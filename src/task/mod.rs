@@ -2,8 +2,9 @@
 //!
 //! * `state.rs`: the atomic state word every task cell has ([`Header`]),
 //!   its state machine and the ground rules of the cells;
-//! * `cell.rs`, `scheduled.rs`, `periodic.rs`: the cells of a one-shot
-//!   task, of one that runs later, and of a periodic one;
+//! * `cell.rs`, `scheduled.rs`, `recurring.rs`: the cells of a one-shot
+//!   task, of one that runs later, and of one that runs again and again
+//!   (periodic, or on any trigger);
 //! * `job.rs`: [`Job`], the two-word unit the queues move;
 //! * `entry.rs`: [`TimerEntry`], what the timer holds for a task;
 //! * `context.rs`: [`TaskContext`], all a task needs from whatever runs it
@@ -19,17 +20,16 @@ pub(crate) mod context;
 pub(crate) mod entry;
 pub(crate) mod error;
 pub(crate) mod job;
-pub(crate) mod periodic;
+pub(crate) mod recurring;
 pub(crate) mod scheduled;
 pub(crate) mod state;
 pub(crate) mod unwind;
 
 pub(crate) use cell::TaskCell;
 pub(crate) use context::TaskContext;
-pub(crate) use entry::TimerEntry;
+pub(crate) use entry::{TimerEntry, WallTask};
 pub use error::{PanicPayload, TaskError};
 pub(crate) use job::{Job, RunOutcome};
-pub use periodic::MissedRuns;
-pub(crate) use periodic::{Period, PeriodicTask};
+pub(crate) use recurring::{Once, RecurringTask, Repeat, Reschedulable, Until};
 pub(crate) use scheduled::ScheduledTask;
 pub(crate) use state::{Cancellable, Header, Joinable};

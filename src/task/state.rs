@@ -1,6 +1,6 @@
 //! The state of a task: the atomic word that a worker, a canceller and a
 //! handle share ([`Header`]), its state machine, and the ground rules every
-//! task cell (`cell.rs`, `scheduled.rs`, `periodic.rs`) follows.
+//! task cell (`cell.rs`, `scheduled.rs`, `recurring.rs`) follows.
 //!
 //! A submitted closure lives in a [`TaskCell`] together with one atomic
 //! state word and a slot for the waker of whoever waits for it; the closure
@@ -18,13 +18,26 @@
 //!                            +-------cancel--------------------> CANCELLED
 //!  bit 2:    WAITER      a waker is stored in `waiter` and must be woken
 //!                        when the lifecycle becomes final
-//!  bit 3:    CANCEL_REQUESTED  (periodic tasks) cancelled during a run
+//!  bit 3:    CANCEL_REQUESTED  (recurring tasks) cancelled during a run
+//!  bit 4:    RESCHEDULE_REQUESTED  (recurring tasks) a new trigger came
+//!                        during a run
+//!  bits 5-:  PLACEMENT   (recurring tasks) the generation of the timer
+//!                        entry the task waits on
 //! ```
 //!
-//! A periodic task (`periodic.rs`) goes back from RUNNING to SCHEDULED
+//! A recurring task (`recurring.rs`) goes back from RUNNING to SCHEDULED
 //! after each run (`try_reset`), unless a cancel arrived during the run
 //! (`CANCEL_REQUESTED`), in which case the run ends it (RUNNING ->
-//! CANCELLED); a panic ends it as COMPLETE with the payload as its output.
+//! CANCELLED), or a reschedule did (`RESCHEDULE_REQUESTED`), in which case
+//! the run computes its next deadline again first; it ends as COMPLETE when
+//! a run, its trigger or a panic ends it.
+//!
+//! Only the timer entry whose generation is the word's `PLACEMENT` may
+//! claim a recurring task (`leave_scheduled_at`): an entry left behind when
+//! the task was placed again (rescheduled, or moved by a step of the wall
+//! clock) is *stale*, and it can neither run the task nor take the claim
+//! from the entry that is due. The generation changes only with a reset
+//! (`try_reset`), by the holder of RUNNING.
 //!
 //! COMPLETE and CANCELLED are final: a final state never changes again.
 //!
@@ -74,6 +87,39 @@ pub(crate) const CANCELLED: usize = 3;
 const WAITER: usize = 0b100;
 /// A periodic task was cancelled while it ran: no further run.
 const CANCEL_REQUESTED: usize = 0b1000;
+/// A recurring task was rescheduled while it ran: the run computes its
+/// next deadline again, with the new trigger.
+const RESCHEDULE_REQUESTED: usize = 0b1_0000;
+/// Where the placement generation starts in the state word.
+const PLACEMENT_SHIFT: u32 = 5;
+/// The placement generations that fit in the word (they wrap: a stale
+/// entry would have to outlive 2^27 placements of its task, on a 32-bit
+/// target, to be taken for the current one).
+pub(crate) const PLACEMENTS: usize = usize::MAX >> PLACEMENT_SHIFT;
+
+/// What [`Header::try_reset`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reset {
+    /// RUNNING -> SCHEDULED, at the new placement.
+    Done,
+    /// A cancel came during the run: still RUNNING, the caller ends it.
+    Cancelled,
+    /// A reschedule came during the run: still RUNNING (the request is
+    /// taken), the caller computes the next deadline again.
+    Rescheduled,
+}
+
+/// What [`Header::request_reschedule`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RescheduleRequest {
+    /// It was between runs: now RUNNING, held by the caller, which places
+    /// it again.
+    Claimed,
+    /// A run is in progress: it takes the new trigger when it ends.
+    Requested,
+    /// It had ended, or is ending (a cancel came).
+    Lost,
+}
 
 /// What [`Header::cancel_periodic`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,17 +205,79 @@ impl Header {
         self.waiter.lock().take()
     }
 
-    /// After a periodic run: RUNNING -> SCHEDULED for the next run, unless
-    /// a cancel was requested during the run (false: the caller ends it
-    /// with [`finish_cancelled`](Self::finish_cancelled)). `Release`: the
-    /// run happens-before the next one, which claims with `Acquire`.
-    pub(crate) fn try_reset(&self) -> bool {
+    /// Claims a recurring task for the timer entry of placement
+    /// `placement`: SCHEDULED -> RUNNING if that is the task's current
+    /// placement (module doc). False for a stale entry, or a task that is
+    /// not SCHEDULED.
+    pub(crate) fn leave_scheduled_at(&self, placement: usize) -> bool {
         self.state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                debug_assert_eq!(s & LIFECYCLE, RUNNING);
-                (s & CANCEL_REQUESTED == 0).then_some(s & !LIFECYCLE | SCHEDULED)
+                (s & LIFECYCLE == SCHEDULED && s >> PLACEMENT_SHIFT == placement)
+                    .then_some(s | RUNNING)
             })
             .is_ok()
+    }
+
+    /// The current placement generation (module doc).
+    pub(crate) fn placement(&self) -> usize {
+        self.state.load(Ordering::Acquire) >> PLACEMENT_SHIFT
+    }
+
+    /// True if an entry of placement `placement` can no longer run the
+    /// task: the task is final, or was placed again since.
+    pub(crate) fn is_stale(&self, placement: usize) -> bool {
+        let s = self.state.load(Ordering::Acquire);
+        s & LIFECYCLE >= COMPLETE || s >> PLACEMENT_SHIFT != placement
+    }
+
+    /// After a run of a recurring task: RUNNING -> SCHEDULED at placement
+    /// `placement`, unless a cancel or a reschedule was requested during
+    /// the run (see [`Reset`]). `Release`: the run happens-before the next
+    /// one, which claims with `Acquire`.
+    pub(crate) fn try_reset(&self, placement: usize) -> Reset {
+        let mut outcome = Reset::Done;
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                debug_assert_eq!(s & LIFECYCLE, RUNNING);
+                if s & CANCEL_REQUESTED != 0 {
+                    outcome = Reset::Cancelled;
+                    None
+                } else if s & RESCHEDULE_REQUESTED != 0 {
+                    outcome = Reset::Rescheduled;
+                    Some(s & !RESCHEDULE_REQUESTED)
+                } else {
+                    outcome = Reset::Done;
+                    let placement = (placement & PLACEMENTS) << PLACEMENT_SHIFT;
+                    Some((s & WAITER) | SCHEDULED | placement)
+                }
+            });
+        outcome
+    }
+
+    /// Asks a recurring task to place itself again (see
+    /// [`RescheduleRequest`]).
+    pub(crate) fn request_reschedule(&self) -> RescheduleRequest {
+        let mut outcome = RescheduleRequest::Lost;
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                match s & LIFECYCLE {
+                    SCHEDULED => {
+                        outcome = RescheduleRequest::Claimed;
+                        Some(s | RUNNING)
+                    }
+                    RUNNING if s & CANCEL_REQUESTED == 0 => {
+                        outcome = RescheduleRequest::Requested;
+                        Some(s | RESCHEDULE_REQUESTED)
+                    }
+                    _ => {
+                        outcome = RescheduleRequest::Lost;
+                        None
+                    }
+                }
+            });
+        outcome
     }
 
     /// Cancels a periodic task (see [`PeriodicCancel`]).

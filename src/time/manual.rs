@@ -295,9 +295,16 @@ impl ManualClock {
 
     /// Sets the wall clock to `wall` without moving the monotonic time, as
     /// an NTP step or a change by hand does: wall-clock schedules see it,
-    /// monotonic deadlines do not.
+    /// monotonic deadlines do not. Returns when the pools are quiet: a task
+    /// due at a wall time the step passed has run (as after
+    /// [`advance`](Self::advance) by zero).
+    ///
+    /// # Panics
+    ///
+    /// As [`advance`](Self::advance).
     pub fn set_system_time(&self, wall: SystemTime) {
         *self.state.wall.lock() = (wall, self.state.now());
+        self.jump(Duration::ZERO);
     }
 }
 

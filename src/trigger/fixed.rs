@@ -169,11 +169,11 @@ impl FixedRate {
 
 impl Trigger for FixedRate {
     fn next(&mut self, ctx: &TriggerContext<'_>) -> Option<Next> {
-        let at = match ctx.history.last_due {
+        let at = match ctx.last_due_nanos() {
             None => ctx.now_nanos().saturating_add(self.initial_delay),
             Some(due) => self.after(due, || ctx.now_nanos()),
         };
-        Some(Next::At(ctx.clock.instant_of_saturating(at)))
+        Some(Next::At(ctx.instant_at(at)))
     }
 
     fn records_run_times(&self) -> bool {
@@ -232,7 +232,7 @@ impl Trigger for FixedDelay {
         } else {
             ctx.now_nanos().saturating_add(self.delay)
         };
-        Some(Next::At(ctx.clock.instant_of_saturating(at)))
+        Some(Next::At(ctx.instant_at(at)))
     }
 
     fn records_run_times(&self) -> bool {

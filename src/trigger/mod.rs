@@ -168,6 +168,16 @@ impl<'a> TriggerContext<'a> {
         }
     }
 
+    /// When the last run was due, in nanoseconds on the clock.
+    pub(crate) fn last_due_nanos(&self) -> Option<Nanos> {
+        self.history.last_due
+    }
+
+    /// The `Instant` of `nanos` on the clock.
+    pub(crate) fn instant_at(&self, nanos: Nanos) -> Instant {
+        self.clock.instant_of_saturating(nanos)
+    }
+
     /// How many runs have ended (0 before the first).
     pub fn runs(&self) -> u64 {
         self.history.runs

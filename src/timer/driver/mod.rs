@@ -21,6 +21,7 @@
 //!   timer holds, and why no user code runs under the backend lock.
 //! * `waiting`: how the timer thread waits for its next deadline (its
 //!   timer slack, and the short spin that finishes a long wait).
+//! * `wall`: the watch of the wall clock, for tasks due at a wall time.
 //!
 //! This file holds what they share: the [`Timer`], the [`Workers`] it hands
 //! due tasks to, and the timer thread's loop (`turn`, `hand_over_due`).
@@ -64,6 +65,7 @@ mod commands;
 mod shutdown;
 mod sweep;
 mod waiting;
+mod wall;
 
 /// The backend, type-erased.
 type Queue = Box<dyn DelayQueue<StdArc<dyn TimerEntry>> + Send>;
@@ -117,6 +119,8 @@ pub(crate) struct Timer {
     /// The timer thread has exited: a scheduler that finds the command
     /// queue full applies it itself. Only written under the `queue` lock.
     exited: AtomicBool,
+    /// The tasks due at a wall time, and the clocks' offset (see `wall`).
+    wall: wall::WallWatch,
 }
 
 impl std::fmt::Debug for Timer {
@@ -159,6 +163,7 @@ impl Timer {
             doomed: Mutex::new(Vec::new()),
             room: Condvar::new(),
             exited: AtomicBool::new(false),
+            wall: wall::WallWatch::default(),
         }
     }
 
@@ -193,6 +198,7 @@ impl Timer {
     /// hands every task due at `now` to `pool`'s workers, as a turn of the
     /// timer thread does (under the same lock).
     pub(crate) fn hand_over_at(&self, pool: &impl Workers, now: Nanos) {
+        self.check_wall(pool, now);
         let mut queue = self.queue.lock();
         while !self.apply_commands(&mut queue, now) {}
         hand_over_due(pool, &mut queue, now);
@@ -301,9 +307,10 @@ enum Turn {
 fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
     let timer = pool.timer();
     timer.armed.store(0, Ordering::SeqCst);
+    let watching_wall = timer.check_wall(pool, now());
     let (locked, doomed) = {
         let mut queue = timer.queue.lock();
-        let locked = turn_locked(pool, &mut queue, now);
+        let locked = turn_locked(pool, &mut queue, &now);
         (locked, timer.take_doomed())
     };
     if !doomed.is_empty() {
@@ -313,13 +320,17 @@ fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
         }
     }
     let Some(Rest {
-        next,
+        mut next,
         held,
         sweep_again,
     }) = locked
     else {
         return Turn::Exit;
     };
+    if watching_wall {
+        let check_by = now().saturating_add(wall::MAX_WALL_WAIT);
+        next = Some(next.map_or(check_by, |next| next.min(check_by)));
+    }
     timer
         .armed
         .store(next.unwrap_or(u64::MAX), Ordering::SeqCst);

@@ -197,10 +197,7 @@ mod loom_model {
             let (pool, deques) = bare_pool(1, Default::default());
             let (runs, drops) = (Arc::new(AtomicUsize::new(0)), DropCounter::new());
             let (r, guard) = (Arc::clone(&runs), drops.guard());
-            let period = crate::task::Period::FixedRate {
-                period: LATER,
-                missed: crate::task::MissedRuns::Burst,
-            };
+            let period = LATER;
             let task = schedule_periodic(
                 &pool,
                 move || {

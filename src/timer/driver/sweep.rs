@@ -72,6 +72,12 @@ fn unpack_dead(word: u64) -> (u64, u64) {
 pub(super) const DEAD_AT_START: u64 = 1 << DEAD_COUNT_BITS;
 
 impl Timer {
+    /// The count of cancels not yet swept (for the loom models).
+    #[cfg(all(test, loom))]
+    pub(crate) fn dead_count(&self) -> u64 {
+        unpack_dead(self.dead.load(Ordering::SeqCst)).0
+    }
+
     /// Before `reserve` tries again after a refusal: sweeps the cancelled
     /// entries out on the calling thread if any cancel is counted, so that
     /// the limit counts live tasks only (module doc).
