@@ -5,9 +5,8 @@ use std::error::Error as _;
 use std::time::{Duration, SystemTime};
 
 use super::*;
-use crate::time::Clock;
+use crate::time::{Clock, ManualClock};
 use crate::trigger::History;
-use crate::ManualClock;
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
