@@ -245,38 +245,6 @@ fn pools_on_one_clock_move_together() {
 }
 
 #[test]
-fn a_day_of_a_thousand_periodic_tasks_simulates_quickly() {
-    let clock = ManualClock::new();
-    let pool = manual_pool(&clock, TimerQueue::hierarchical_wheel());
-    let runs = Arc::new(AtomicUsize::new(0));
-    let mut handles = Vec::new();
-    for i in 0..1_000u64 {
-        let runs = runs.clone();
-        // Periods of 1 to 10 hours, first run one period in.
-        let period = HOUR * (1 + (i % 10) as u32);
-        handles.push(
-            pool.schedule_at_fixed_rate(
-                move || {
-                    runs.fetch_add(1, Ordering::Relaxed);
-                },
-                period,
-                period,
-            )
-            .unwrap(),
-        );
-    }
-    let real = Instant::now();
-    clock.advance(HOUR * 24);
-    let took = real.elapsed();
-    let expected: usize = (0..1_000u32).map(|i| (24 / (1 + i % 10)) as usize).sum();
-    assert_eq!(runs.load(Ordering::Relaxed), expected);
-    // Generous: a debug build on a loaded 2-core machine; the point is
-    // that no real time is waited for (a real day, or even a second per
-    // deadline, would not come close).
-    assert!(took < PATIENCE, "a simulated day took {took:?}");
-}
-
-#[test]
 #[should_panic(expected = "would wait for its own task")]
 fn advance_from_a_task_of_the_pool_is_refused() {
     let clock = ManualClock::new();
@@ -288,17 +256,18 @@ fn advance_from_a_task_of_the_pool_is_refused() {
     }
 }
 
-/// A day of 1,000 schedules (fixed rates of 1 to 60 minutes, fixed delays,
-/// and daily wall-clock times through a trigger) in manual time: every
-/// task runs exactly as often as its schedule says. The real time it takes
-/// is printed (run with `--nocapture`; the closing note of the trigger
-/// work quotes it from a release build); the bound here only catches a
-/// collapse, not a slowdown.
+/// A day of 1,000 schedules in manual time: fixed rates of 1 to 60 minutes,
+/// fixed delays of 5 to 59 minutes, and cron jobs (hourly, every 15 minutes,
+/// daily at a time in Shanghai, every 10 minutes on weekdays): every task
+/// runs exactly as often as its schedule says. The real time it takes is
+/// printed (`--nocapture`); the bound here only catches a collapse (a real
+/// wait per deadline), not a slowdown.
 #[test]
 fn a_day_of_a_thousand_schedules_runs_in_manual_time() {
-    use chronopool::trigger::{Next, TriggerContext};
+    use chronopool::trigger::Cron;
     use std::ops::ControlFlow;
 
+    // 2026-01-01 is a Thursday: a weekday.
     let clock = ManualClock::new();
     let pool = manual_pool(&clock, TimerQueue::hierarchical_wheel());
     let runs = Arc::new(AtomicUsize::new(0));
@@ -309,45 +278,47 @@ fn a_day_of_a_thousand_schedules_runs_in_manual_time() {
         let count = move || {
             r.fetch_add(1, Ordering::Relaxed);
         };
-        match i % 4 {
-            0 | 1 => {
+        let handle = match i % 4 {
+            0 => {
                 let period = MINUTE * (1 + i % 60);
                 expected += 24 * 60 / (1 + i % 60) as usize;
-                handles.push(
-                    pool.schedule_at_fixed_rate(count, period, period)
-                        .unwrap()
-                        .cancel_handle(),
-                );
+                pool.schedule_at_fixed_rate(count, period, period)
+                    .unwrap()
+                    .cancel_handle()
             }
-            2 => {
+            1 => {
                 let delay = MINUTE * (5 + i % 55);
                 expected += 24 * 60 / (5 + i % 55) as usize;
-                handles.push(
-                    pool.schedule_with_fixed_delay(count, delay, delay)
-                        .unwrap()
-                        .cancel_handle(),
-                );
+                pool.schedule_with_fixed_delay(count, delay, delay)
+                    .unwrap()
+                    .cancel_handle()
             }
             _ => {
-                // Daily at a wall time, minute `i % 1440` of the day.
-                let at = UNIX_EPOCH + MANUAL_CLOCK_START + MINUTE * (1 + i % 1439);
-                let mut count = count;
-                let daily = pool
-                    .schedule_with_trigger(
-                        move || {
-                            count();
-                            ControlFlow::<()>::Continue(())
-                        },
-                        move |ctx: &TriggerContext| {
-                            let last = ctx.last_due_system_time().unwrap_or(at - HOUR * 24);
-                            Some(Next::AtSystemTime(last + HOUR * 24))
-                        },
-                    )
-                    .unwrap();
-                expected += 1;
-                handles.push(daily.cancel_handle());
+                let (cron, runs_in_the_day) = match i % 8 {
+                    2 => (Cron::parse("0 * * * *").unwrap(), 24),
+                    6 => (Cron::parse("*/15 * * * *").unwrap(), 24 * 4),
+                    7 => (Cron::parse("*/10 * * * MON-FRI").unwrap(), 24 * 6),
+                    // Daily at 08:mm in Shanghai, 00:mm UTC: once in the
+                    // day from midnight UTC (at its very end for mm = 0).
+                    _ => {
+                        let expr = format!("{} 8 * * *", i % 60);
+                        let cron = Cron::parse(&expr).unwrap().in_time_zone("Asia/Shanghai");
+                        (cron.unwrap(), 1)
+                    }
+                };
+                expected += runs_in_the_day;
+                pool.schedule_with_trigger(
+                    move || {
+                        count();
+                        ControlFlow::<()>::Continue(())
+                    },
+                    cron,
+                )
+                .unwrap()
+                .cancel_handle()
             }
-        }
+        };
+        handles.push(handle);
     }
     let started = std::time::Instant::now();
     clock.advance(HOUR * 24);
