@@ -1,7 +1,8 @@
 //! A short tour of chronopool: submit and join, a fork-join computation
 //! inside the pool, a panic that stays isolated, cancellation, `.await`,
-//! tasks that run later (one-shot, fixed rate, fixed delay), and a shutdown
-//! that hands back what never ran.
+//! tasks that run later (one-shot, fixed rate, fixed delay), a week of cron
+//! jobs and a retry with back-off in manual time, and a shutdown that hands
+//! back what never ran.
 //!
 //! ```text
 //! cargo run --release --example tour
@@ -172,7 +173,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         other => println!("  unexpected: {other:?}"),
     }
 
-    println!("8. shutdown_now hands back what never started");
+    println!("8. a week of calendar jobs and a retry, in manual time");
+    calendar_week()?;
+
+    println!("9. shutdown_now hands back what never started");
     let (release, wait) = mpsc::channel::<()>();
     let wait = Arc::new(std::sync::Mutex::new(wait));
     for _ in 0..4 {
@@ -216,6 +220,69 @@ fn main() -> Result<(), Box<dyn Error>> {
         "  panics seen by the hook: {}",
         panics.load(Ordering::SeqCst)
     );
+    Ok(())
+}
+
+/// Hourly coupons, a daily 02:00 job in Shanghai and a retry with back-off,
+/// run for a week on a manual clock: `advance` runs every fire time in
+/// order, and returns when the pool is quiet.
+fn calendar_week() -> Result<(), Box<dyn Error>> {
+    use chronopool::trigger::{Backoff, Cron};
+    use chronopool::ManualClock;
+    use std::ops::ControlFlow;
+
+    let clock = ManualClock::new();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .clock(clock.clone())
+        .build()?;
+    let (coupons, labels) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let c = coupons.clone();
+    let hourly = pool.schedule_with_trigger(
+        move || {
+            c.fetch_add(1, Ordering::Relaxed);
+            ControlFlow::<()>::Continue(())
+        },
+        Cron::parse("0 * * * *")?,
+    )?;
+    let l = labels.clone();
+    let daily = pool.schedule_with_trigger(
+        move || {
+            l.fetch_add(1, Ordering::Relaxed);
+            ControlFlow::<()>::Continue(())
+        },
+        Cron::parse("0 2 * * *")?.in_time_zone("Asia/Shanghai")?,
+    )?;
+    let (start, tries) = (clock.now(), Arc::new(std::sync::Mutex::new(Vec::new())));
+    let (t, c) = (tries.clone(), clock.clone());
+    let mut attempt = 0;
+    let retry = pool.schedule_with_trigger(
+        move || {
+            attempt += 1;
+            t.lock().unwrap().push(c.now() - start);
+            if attempt == 4 {
+                ControlFlow::Break(attempt)
+            } else {
+                ControlFlow::Continue(())
+            }
+        },
+        Backoff::exponential(Duration::from_secs(1), 2.0, Duration::from_secs(60)),
+    )?;
+    let t = Instant::now();
+    clock.advance(Duration::from_secs(7 * 24 * 3600));
+    println!(
+        "  {} coupon batches, {} label refreshes, in {:.1} ms of real time",
+        coupons.load(Ordering::Relaxed),
+        labels.load(Ordering::Relaxed),
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    println!(
+        "  the retry tried at {:?} and ended {:?}",
+        tries.lock().unwrap(),
+        retry.join()?
+    );
+    hourly.cancel();
+    daily.cancel();
     Ok(())
 }
 
