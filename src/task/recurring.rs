@@ -50,13 +50,15 @@
 use std::marker::PhantomData;
 use std::ops::ControlFlow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::sync::cell::UnsafeCell;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, StdArc};
 use crate::time::clock::nanos;
 use crate::time::Nanos;
-use crate::trigger::{Ended, History, Next, Trigger, TriggerContext};
+use crate::trigger::{
+    from_unix_nanos, unix_nanos, Ended, History, Next, Trigger, TriggerContext, NONE,
+};
 
 use super::context::TaskContext;
 use super::entry::{TimerEntry, WallTask};
@@ -66,37 +68,39 @@ use super::state::{
     Cancellable, Header, Joinable, PeriodicCancel, RescheduleRequest, Reset, PLACEMENTS, RUNNING,
 };
 
-/// No wall time: `RecurringTask::wall_due`.
-const NO_WALL: u64 = u64::MAX;
-
-/// What the holder of RUNNING owns (module doc).
+/// What the holder of RUNNING owns (module doc). `repr(C)`: what a run of
+/// a periodic task touches comes first (see [`RecurringTask`]).
+#[repr(C)]
 struct Owned<B, G> {
     job: Option<B>,
-    /// The trigger the task was scheduled with, until a reschedule.
-    trigger: Option<G>,
-    /// The trigger of the last reschedule, if any.
-    replaced: Option<Box<dyn Trigger>>,
+    trigger: Current<G>,
     history: History,
-    /// The wall time the current deadline stands for, if it was given as
-    /// one.
-    wall: Option<SystemTime>,
+}
+
+/// The trigger in place.
+enum Current<G> {
+    /// The one the task was scheduled with.
+    Initial(G),
+    /// The one the last reschedule handed in.
+    Replaced(Box<dyn Trigger>),
+    /// None: the task has ended.
+    Gone,
 }
 
 impl<B, G: Trigger> Owned<B, G> {
     fn trigger(&mut self) -> Option<&mut dyn Trigger> {
-        match &mut self.replaced {
-            Some(replaced) => Some(&mut **replaced),
-            None => self.trigger.as_mut().map(|t| t as &mut dyn Trigger),
+        match &mut self.trigger {
+            Current::Initial(trigger) => Some(trigger),
+            Current::Replaced(trigger) => Some(&mut **trigger),
+            Current::Gone => None,
         }
     }
 
     fn records_run_times(&self) -> bool {
-        match &self.replaced {
-            Some(replaced) => replaced.records_run_times(),
-            None => self
-                .trigger
-                .as_ref()
-                .is_some_and(Trigger::records_run_times),
+        match &self.trigger {
+            Current::Initial(trigger) => trigger.records_run_times(),
+            Current::Replaced(trigger) => trigger.records_run_times(),
+            Current::Gone => false,
         }
     }
 }
@@ -159,19 +163,27 @@ where
 }
 
 /// A recurring task (see the module doc): body `B`, trigger `G`.
+///
+/// `repr(C)`, hot fields first: a run of a periodic task reads and writes
+/// the state word, the deadline, the closure, the trigger and the history,
+/// which then share the cell's first cache lines; the rest (the outcome,
+/// the reschedule slot, the wall-clock watch) is touched once per task or
+/// rarely.
+#[repr(C)]
 pub(crate) struct RecurringTask<B: Body, G> {
     header: Header,
+    deadline: AtomicU64,
+    /// The wall time the current deadline stands for, in nanoseconds since
+    /// the Unix epoch (`NONE` if it was not given as one). Written by the
+    /// holder of RUNNING; read without a claim by the timer's checks after
+    /// a step of the wall clock.
+    wall_due: AtomicU64,
+    owned: UnsafeCell<Owned<B, G>>,
     /// False for a one-shot task at a wall time: it is kept at shutdown as
     /// a delayed task, not dropped as a periodic one.
     periodic: bool,
-    owned: UnsafeCell<Owned<B, G>>,
     #[allow(clippy::type_complexity)]
     outcome: UnsafeCell<Option<Result<Ended<B::Output>, PanicPayload>>>,
-    deadline: AtomicU64,
-    /// The wall time of the current deadline, in nanoseconds since the
-    /// Unix epoch (`NO_WALL` if none), for the timer's checks after a step
-    /// of the wall clock, which must not claim the task to read it.
-    wall_due: AtomicU64,
     /// A trigger handed in by `reschedule`, for the holder of RUNNING.
     replacement: Mutex<Option<Box<dyn Trigger>>>,
     /// Set (`Release`) after a trigger was put in `replacement`, so that a
@@ -206,13 +218,6 @@ fn catching<R>(f: impl FnOnce() -> R) -> Result<R, PanicPayload> {
     catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new)
 }
 
-fn unix_nanos(t: SystemTime) -> u64 {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(since) => nanos(since).min(NO_WALL - 1),
-        Err(_) => 0,
-    }
-}
-
 impl<B, G> RecurringTask<B, G>
 where
     B: Body,
@@ -225,14 +230,12 @@ where
             periodic,
             owned: UnsafeCell::new(Owned {
                 job: Some(body),
-                trigger: Some(trigger),
-                replaced: None,
+                trigger: Current::Initial(trigger),
                 history: History::default(),
-                wall: None,
             }),
             outcome: UnsafeCell::new(None),
             deadline: AtomicU64::new(0),
-            wall_due: AtomicU64::new(NO_WALL),
+            wall_due: AtomicU64::new(NONE),
             replacement: Mutex::new(None),
             replaced: AtomicBool::new(false),
             watched: AtomicBool::new(false),
@@ -296,28 +299,28 @@ where
         let owned = self.owned();
         let clock = ctx.clock();
         let history = owned.history;
-        let next = {
-            let context = TriggerContext::new(clock, &history);
-            match owned.trigger() {
-                Some(trigger) => catching(|| trigger.next(&context))?,
-                None => None,
-            }
+        let context = TriggerContext::new(clock, &history);
+        let next = match owned.trigger() {
+            Some(trigger) => catching(|| trigger.next(&context))?,
+            None => None,
         };
-        Ok(next.map(|next| self.set_next(ctx, next)))
+        Ok(next.map(|next| self.set_next(ctx, &context, next)))
     }
 
     /// Stores `next` as the deadline; returns it in nanoseconds.
-    fn set_next(self: &StdArc<Self>, ctx: &dyn TaskContext, next: Next) -> Nanos {
-        let clock = ctx.clock();
+    fn set_next(
+        self: &StdArc<Self>,
+        ctx: &dyn TaskContext,
+        context: &TriggerContext<'_>,
+        next: Next,
+    ) -> Nanos {
         let (deadline, wall) = match next {
-            Next::At(at) => (clock.nanos_of(at), None),
-            Next::AtSystemTime(at) => (Self::deadline_of_wall(ctx, at), Some(at)),
+            Next::At(at) => (context.nanos_of(at), NONE),
+            Next::AtSystemTime(at) => (Self::deadline_of_wall(ctx, at), unix_nanos(at)),
         };
-        self.owned().wall = wall;
         self.deadline.store(deadline, Ordering::Relaxed);
-        self.wall_due
-            .store(wall.map_or(NO_WALL, unix_nanos), Ordering::Relaxed);
-        if wall.is_some() && !self.watched.swap(true, Ordering::Relaxed) {
+        self.wall_due.store(wall, Ordering::Relaxed);
+        if wall != NONE && !self.watched.swap(true, Ordering::Relaxed) {
             ctx.watch_wall(self.clone());
         }
         deadline
@@ -348,8 +351,7 @@ where
         let Some(new) = new else {
             return;
         };
-        let owned = self.owned();
-        let old = (owned.trigger.take(), owned.replaced.replace(new));
+        let old = std::mem::replace(&mut self.owned().trigger, Current::Replaced(new));
         ctx.drop_reporting(old);
     }
 
@@ -379,7 +381,7 @@ where
                     }
                 },
                 From::Wall => {
-                    if let Some(at) = self.owned().wall {
+                    if let Some(at) = from_unix_nanos(self.wall_due.load(Ordering::Relaxed)) {
                         let deadline = Self::deadline_of_wall(ctx, at);
                         self.deadline.store(deadline, Ordering::Relaxed);
                     }
@@ -428,8 +430,8 @@ where
         if !this.header.leave_scheduled_at(placement) {
             return RunOutcome::Skipped;
         }
-        let owned = this.owned();
-        if let Some(at) = owned.wall {
+        let wall = this.wall_due.load(Ordering::Relaxed);
+        if let Some(at) = from_unix_nanos(wall) {
             if ctx.clock().system_time() < at {
                 // Due on the monotonic clock, not yet on the wall clock
                 // (it was stepped back, or drifted): wait for it.
@@ -437,8 +439,9 @@ where
                 return RunOutcome::Skipped;
             }
         }
+        let owned = this.owned();
         let records = owned.records_run_times();
-        let start = records.then(|| ctx.now());
+        let start = if records { ctx.now() } else { NONE };
         let Some(job) = owned.job.as_mut() else {
             unreachable!("a task holds its closure until it ends");
         };
@@ -455,10 +458,10 @@ where
                 let owned = this.owned();
                 owned.history = History {
                     runs: owned.history.runs + 1,
-                    last_due: Some(this.deadline.load(Ordering::Relaxed)),
-                    last_due_wall: owned.wall,
+                    last_due: this.deadline.load(Ordering::Relaxed),
+                    last_due_wall: wall,
                     last_start: start,
-                    last_end: records.then(|| ctx.now()),
+                    last_end: if records { ctx.now() } else { NONE },
                 };
                 // The closure is dropped (user code) only after the
                 // re-arm's admission has ended: `shutdown_now` waits for
@@ -501,8 +504,7 @@ where
         let owned = self.owned();
         let user_code = (
             owned.job.take(),
-            owned.trigger.take(),
-            owned.replaced.take(),
+            std::mem::replace(&mut owned.trigger, Current::Gone),
         );
         ctx.drop_reporting(user_code);
         let replacement = self.replacement.lock().take();
@@ -565,11 +567,12 @@ where
     /// After a step of the wall clock: places the task again at the
     /// monotonic deadline its wall time now stands for, if that moved.
     fn wall_check(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
-        let due = this.wall_due.load(Ordering::Relaxed);
-        if due == NO_WALL || this.header.is_final() {
+        let Some(at) = from_unix_nanos(this.wall_due.load(Ordering::Relaxed)) else {
+            return RunOutcome::Skipped;
+        };
+        if this.header.is_final() {
             return RunOutcome::Skipped;
         }
-        let at = UNIX_EPOCH + Duration::from_nanos(due);
         let moved = Self::deadline_of_wall(ctx, at).abs_diff(this.deadline.load(Ordering::Relaxed));
         if moved < WALL_TOLERANCE || this.header.leave_scheduled(RUNNING).is_none() {
             // On time still, or running (the run places it again itself).
@@ -804,6 +807,7 @@ mod tests {
     use crate::trigger::{FixedDelay, FixedRate, MissedRuns};
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
+    use std::time::Duration;
 
     const SECOND: Duration = Duration::from_secs(1);
 

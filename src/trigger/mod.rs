@@ -145,6 +145,9 @@ pub struct TriggerContext<'a> {
     history: &'a History,
     /// The time now, read once, at the first call that needs it.
     now: Cell<Option<Nanos>>,
+    /// The last `instant_at` conversion, so that the task need not convert
+    /// the `Instant` a built-in trigger answers with back (`nanos_of`).
+    converted: Cell<Option<(Instant, Nanos)>>,
 }
 
 impl<'a> TriggerContext<'a> {
@@ -153,6 +156,7 @@ impl<'a> TriggerContext<'a> {
             clock,
             history,
             now: Cell::new(None),
+            converted: Cell::new(None),
         }
     }
 
@@ -170,12 +174,23 @@ impl<'a> TriggerContext<'a> {
 
     /// When the last run was due, in nanoseconds on the clock.
     pub(crate) fn last_due_nanos(&self) -> Option<Nanos> {
-        self.history.last_due
+        (self.history.runs > 0).then_some(self.history.last_due)
     }
 
     /// The `Instant` of `nanos` on the clock.
     pub(crate) fn instant_at(&self, nanos: Nanos) -> Instant {
-        self.clock.instant_of_saturating(nanos)
+        let at = self.clock.instant_of_saturating(nanos);
+        self.converted.set(Some((at, nanos)));
+        at
+    }
+
+    /// `at` in nanoseconds on the clock (without a conversion if it is the
+    /// last `instant_at` gave).
+    pub(crate) fn nanos_of(&self, at: Instant) -> Nanos {
+        match self.converted.get() {
+            Some((converted, nanos)) if converted == at => nanos,
+            _ => self.clock.nanos_of(at),
+        }
     }
 
     /// How many runs have ended (0 before the first).
@@ -185,31 +200,28 @@ impl<'a> TriggerContext<'a> {
 
     /// When the last run was due (`None` before the first run).
     pub fn last_due(&self) -> Option<Instant> {
-        self.history
-            .last_due
+        self.last_due_nanos()
             .map(|due| self.clock.instant_of_saturating(due))
     }
 
     /// The wall time the last run was due at, if it was due at a wall time
     /// ([`Next::AtSystemTime`]).
     pub fn last_due_system_time(&self) -> Option<SystemTime> {
-        self.history.last_due_wall
+        from_unix_nanos(self.history.last_due_wall)
     }
 
     /// When the last run started, if it was recorded (see
     /// [`Trigger::records_run_times`]).
     pub fn last_start(&self) -> Option<Instant> {
-        self.history
-            .last_start
-            .map(|at| self.clock.instant_of_saturating(at))
+        (self.history.last_start != NONE)
+            .then(|| self.clock.instant_of_saturating(self.history.last_start))
     }
 
     /// When the last run ended, if it was recorded (see
     /// [`Trigger::records_run_times`]).
     pub fn last_end(&self) -> Option<Instant> {
-        self.history
-            .last_end
-            .map(|at| self.clock.instant_of_saturating(at))
+        (self.history.last_end != NONE)
+            .then(|| self.clock.instant_of_saturating(self.history.last_end))
     }
 
     /// The time now, on the monotonic clock.
@@ -233,14 +245,49 @@ impl fmt::Debug for TriggerContext<'_> {
     }
 }
 
-/// What a recurring task remembers of its runs, for its trigger.
-#[derive(Clone, Copy, Debug, Default)]
+/// What a recurring task remembers of its runs, for its trigger. Kept to
+/// five words (it is written after every run, beside the task's hot
+/// fields): `NONE` stands for a time not recorded, and `last_due` means
+/// something only once a run has ended.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct History {
     pub(crate) runs: u64,
-    pub(crate) last_due: Option<Nanos>,
-    pub(crate) last_due_wall: Option<SystemTime>,
-    pub(crate) last_start: Option<Nanos>,
-    pub(crate) last_end: Option<Nanos>,
+    /// When the last run was due (if `runs > 0`).
+    pub(crate) last_due: Nanos,
+    /// The wall time the last run was due at, in nanoseconds since the
+    /// Unix epoch, or `NONE`.
+    pub(crate) last_due_wall: u64,
+    pub(crate) last_start: Nanos,
+    pub(crate) last_end: Nanos,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History {
+            runs: 0,
+            last_due: 0,
+            last_due_wall: NONE,
+            last_start: NONE,
+            last_end: NONE,
+        }
+    }
+}
+
+/// A time not recorded (`History`).
+pub(crate) const NONE: u64 = u64::MAX;
+
+/// `t` in nanoseconds since the Unix epoch (a time before it as the epoch;
+/// beyond 2554, the last one representable), never `NONE`.
+pub(crate) fn unix_nanos(t: SystemTime) -> u64 {
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(since) => nanos(since).min(NONE - 1),
+        Err(_) => 0,
+    }
+}
+
+/// The wall time of `unix_nanos`, or `None` for `NONE`.
+pub(crate) fn from_unix_nanos(unix_nanos: u64) -> Option<SystemTime> {
+    (unix_nanos != NONE).then(|| std::time::UNIX_EPOCH + Duration::from_nanos(unix_nanos))
 }
 
 /// How a task scheduled with a trigger ended, when it ended by itself (a
