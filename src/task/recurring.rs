@@ -88,14 +88,6 @@ enum Current<G> {
 }
 
 impl<B, G: Trigger> Owned<B, G> {
-    fn trigger(&mut self) -> Option<&mut dyn Trigger> {
-        match &mut self.trigger {
-            Current::Initial(trigger) => Some(trigger),
-            Current::Replaced(trigger) => Some(&mut **trigger),
-            Current::Gone => None,
-        }
-    }
-
     fn records_run_times(&self) -> bool {
         match &self.trigger {
             Current::Initial(trigger) => trigger.records_run_times(),
@@ -291,23 +283,29 @@ where
     /// Asks the trigger for the next deadline (the caller holds RUNNING),
     /// taking a trigger a reschedule handed in first. `Ok(None)`: no next
     /// run. Stores the wall time it stands for and watches it.
+    #[inline]
     fn next_deadline(
         self: &StdArc<Self>,
         ctx: &dyn TaskContext,
     ) -> Result<Option<Nanos>, PanicPayload> {
         self.install_replacement(ctx);
-        let owned = self.owned();
-        let clock = ctx.clock();
-        let history = owned.history;
-        let context = TriggerContext::new(clock, &history);
-        let next = match owned.trigger() {
-            Some(trigger) => catching(|| trigger.next(&context))?,
-            None => None,
+        let Owned {
+            trigger, history, ..
+        } = self.owned();
+        let context = TriggerContext::new(ctx.clock(), history);
+        // The trigger the task was scheduled with is called directly (a
+        // fixed rate's arithmetic inlines here); a replaced one through
+        // its box.
+        let next = match trigger {
+            Current::Initial(trigger) => catching(|| trigger.next(&context))?,
+            Current::Replaced(trigger) => catching(|| trigger.next(&context))?,
+            Current::Gone => None,
         };
         Ok(next.map(|next| self.set_next(ctx, &context, next)))
     }
 
     /// Stores `next` as the deadline; returns it in nanoseconds.
+    #[inline]
     fn set_next(
         self: &StdArc<Self>,
         ctx: &dyn TaskContext,

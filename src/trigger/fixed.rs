@@ -146,6 +146,7 @@ impl FixedRate {
     /// `now()`. The clock is read only where the answer depends on it (not
     /// for [`MissedRuns::Burst`]): a clock read costs as much as the rest
     /// of a re-arm.
+    #[inline]
     pub(crate) fn after(&self, due: Nanos, now: impl FnOnce() -> Nanos) -> Nanos {
         let (period, missed) = (self.period, self.missed);
         let next = due.saturating_add(period);
@@ -168,6 +169,7 @@ impl FixedRate {
 }
 
 impl Trigger for FixedRate {
+    #[inline]
     fn next(&mut self, ctx: &TriggerContext<'_>) -> Option<Next> {
         let at = match ctx.last_due_nanos() {
             None => ctx.now_nanos().saturating_add(self.initial_delay),
@@ -226,6 +228,7 @@ impl FixedDelay {
 }
 
 impl Trigger for FixedDelay {
+    #[inline]
     fn next(&mut self, ctx: &TriggerContext<'_>) -> Option<Next> {
         let at = if ctx.runs() == 0 {
             ctx.now_nanos().saturating_add(self.initial_delay)
