@@ -1,6 +1,8 @@
-//! A work-stealing thread pool that runs tasks now, later and
-//! periodically, with a handle to every task, panic isolation, and a
-//! shutdown that loses nothing.
+//! A work-stealing thread pool that runs tasks now, later, periodically
+//! and on calendars (cron in time zones, wall-clock times, back-off, any
+//! [`Trigger`](trigger::Trigger)), with a handle to every task, panic
+//! isolation, a [`ManualClock`] for tests, and a shutdown that loses
+//! nothing.
 //!
 //! ```
 //! use chronopool::{ScheduledExecutor, TaskError};
@@ -62,6 +64,14 @@
 //!   counts itself, and
 //!   the timer thread sweeps cancelled entries out in one pass once they
 //!   are half of what it holds.
+//! * **Triggers**: every recurring task asks a [`Trigger`](trigger::Trigger)
+//!   when to run next, after each run; fixed rate and fixed delay are
+//!   triggers too. A run can end its task with a value, a trigger by having
+//!   no next run, and [`TriggerHandle::reschedule`] changes the trigger of a
+//!   live task. Runs due at a wall time follow steps of the wall clock.
+//! * **Manual time**: a pool built with [`Builder::clock`] reads every time
+//!   from a [`ManualClock`], whose `advance` runs every deadline on the way,
+//!   in order, and returns when the pool is quiet.
 //! * **Shutdown**: [`ScheduledExecutor::shutdown`] lets queued tasks finish;
 //!   [`ScheduledExecutor::shutdown_now`] returns the ones that never started
 //!   as [`PendingTask`]s. Every task submitted before either one either runs
@@ -94,7 +104,8 @@
 //!   thread (`driver/`), which sees the pool only through a trait;
 //! * `task/`: the task cells and the jobs the queues move, which see
 //!   whatever runs them only through `TaskContext`;
-//! * `time/`: the executor's clock; `sync/`: the synchronisation
+//! * `trigger/`: when a recurring task runs next ([`trigger`]);
+//! * `time/`: the executor's clock and the manual clock; `sync/`: the synchronisation
 //!   primitives, which, built with `RUSTFLAGS="--cfg loom"`, are [loom]'s
 //!   model-checked ones (the `loom-tests` crate of the repository holds the
 //!   models of whole pools; the models of each protocol sit beside it).
