@@ -11,6 +11,15 @@
 //!   thread places the entries), each then cancelled untimed;
 //! * `timers/cancel`: the same batch scheduled untimed, then cancelled
 //!   through its handles (and the handles dropped), timed.
+//! * `timers/fire`: a batch of one-shot tasks due at the same instant of a
+//!   `ManualClock`, scheduled untimed; timed: `advance` to that instant,
+//!   which hands them all to the two workers (the timer's hand-over path),
+//!   runs them and returns when the pool is quiet (per task: the fire path
+//!   without the timer thread's wait).
+//! * `timers/rearm`: a batch of fixed-rate tasks with one period and one
+//!   phase on a `ManualClock`; timed: `advance` by one period, in which each
+//!   runs once and re-arms (per run: hand-over, run, the trigger, the
+//!   re-arm through the command queue, its placement in the heap).
 //!
 //! ```text
 //! cargo bench -p chronopool-benches --bench executor
@@ -23,7 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chronopool::ScheduledExecutor;
+use chronopool::{ManualClock, ScheduledExecutor};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 /// Tasks per measured batch in the spawn benchmarks.
@@ -130,5 +139,81 @@ fn timers(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, round_trip, spawn, timers);
+/// A pool of two workers on a manual clock of its own.
+fn manual_pool() -> (ScheduledExecutor, ManualClock) {
+    let clock = ManualClock::new();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .clock(clock.clone())
+        .build()
+        .expect("start the pool");
+    (pool, clock)
+}
+
+fn manual_timers(c: &mut Criterion) {
+    let mut group = c.benchmark_group("timers");
+    group.throughput(Throughput::Elements(BATCH));
+    let (pool, clock) = manual_pool();
+    let ran = Arc::new(AtomicU64::new(0));
+    group.bench_function("fire", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let before = ran.load(Ordering::Relaxed);
+                for _ in 0..BATCH {
+                    let ran = ran.clone();
+                    let _detached = pool.schedule(
+                        move || {
+                            ran.fetch_add(1, Ordering::Relaxed);
+                        },
+                        Duration::from_millis(1),
+                    );
+                }
+                let t0 = Instant::now();
+                clock.advance(Duration::from_millis(1));
+                total += t0.elapsed();
+                assert_eq!(ran.load(Ordering::Relaxed), before + BATCH);
+            }
+            total
+        })
+    });
+    let (pool, clock) = manual_pool();
+    const PERIOD: Duration = Duration::from_millis(10);
+    let runs = Arc::new(AtomicU64::new(0));
+    // All in one phase: `advance` stops at one deadline per period (a
+    // deadline of its own for each task would time the manual clock's
+    // stops, not the re-arms).
+    let tasks: Vec<_> = (0..BATCH)
+        .map(|_| {
+            let runs = runs.clone();
+            pool.schedule_at_fixed_rate(
+                move || {
+                    runs.fetch_add(1, Ordering::Relaxed);
+                },
+                PERIOD,
+                PERIOD,
+            )
+            .expect("schedule")
+        })
+        .collect();
+    clock.advance(PERIOD);
+    group.bench_function("rearm", |b| {
+        b.iter_custom(|iters| {
+            let before = runs.load(Ordering::Relaxed);
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                clock.advance(PERIOD);
+            }
+            let took = t0.elapsed();
+            assert_eq!(runs.load(Ordering::Relaxed), before + iters * BATCH);
+            took
+        })
+    });
+    for task in tasks {
+        task.cancel();
+    }
+    group.finish();
+}
+
+criterion_group!(benches, round_trip, spawn, timers, manual_timers);
 criterion_main!(benches);
