@@ -136,7 +136,7 @@ pub mod trigger;
 
 /// The README's examples, compiled and run as doc tests.
 #[doc = include_str!("../README.md")]
-#[cfg(doctest)]
+#[cfg(all(doctest, feature = "cron"))]
 pub struct ReadmeDoctests;
 
 pub use builder::{Builder, MAX_TIMER_SPIN, MAX_WORKER_THREADS};

@@ -3,6 +3,8 @@
 //! in New York, steps of the wall clock, and missed runs. Each run records
 //! the wall time it ran at.
 
+#![cfg(feature = "cron")]
+
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};

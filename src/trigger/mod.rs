@@ -6,7 +6,7 @@
 //! delay, a period), a [`SystemTime`] (wall time: a calendar, "at 12:00"),
 //! or nothing, which ends the task. Every recurring task of the executor
 //! runs on one: fixed rate and fixed delay ([`FixedRate`], [`FixedDelay`]),
-//! back-off ([`Backoff`]), cron ([`Cron`]), and any closure
+//! back-off ([`Backoff`]), cron (`Cron`, the default `cron` feature), and any closure
 //! `FnMut(&TriggerContext) -> Option<Next>`.
 //!
 //! ```
@@ -51,10 +51,12 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::time::{Clock, Nanos};
 
 mod backoff;
+#[cfg(feature = "cron")]
 mod cron;
 mod fixed;
 
 pub use backoff::{Backoff, Jitter};
+#[cfg(feature = "cron")]
 pub use cron::{Cron, CronError};
 pub use fixed::{FixedDelay, FixedRate, MissedRuns};
 
