@@ -5,7 +5,9 @@
 //! a closure's captures (after its run, or when the task is given up unrun
 //! by a cancel, by the caller of `shutdown_now`, by the shutdown policies or
 //! by the executor's drop), the destructor of an output nobody joined and of
-//! a panic payload, the hooks, and the wakers of handles polled as futures.
+//! a panic payload, the hooks, the wakers of handles polled as futures, and
+//! the trigger of a task scheduled with one (its `next`, and its destructor
+//! when a cancel ends the task or a reschedule replaces it).
 //! The crate's policy is that a panic in any of them is caught: a task's own
 //! panic goes to its handle, to `on_panic` and to the panic counter; a panic
 //! that no handle reports goes to `on_panic`, on the thread where it
@@ -50,17 +52,19 @@ mod common;
 use std::any::Any;
 use std::fmt;
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::panic::{self, AssertUnwindSafe};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard, Once};
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use chronopool::trigger::{Ended, Next, TriggerContext};
 use chronopool::{
     BuildError, Builder, JoinTimeoutError, PanicPayload, PeriodicHandle, ScheduledExecutor,
-    ScheduledHandle, SubmitError, TaskError, TaskHandle, TimerQueue,
+    ScheduledHandle, SubmitError, TaskError, TaskHandle, TimerQueue, TriggerHandle,
 };
 use common::{eventually, Gate, GateWaiter, PATIENCE};
 
@@ -83,7 +87,8 @@ const SOON: Duration = Duration::from_millis(1);
 /// returned by `shutdown_now`, or dropped by a shutdown.
 const FAR: Duration = Duration::from_secs(3600);
 
-/// The period of periodic tasks.
+/// The period of periodic tasks (and the delay between the runs of a
+/// [`Context::Triggered`] task).
 const PERIOD: Duration = Duration::from_millis(1);
 
 /// The name a pool's timer thread has when its workers are named by a
@@ -554,36 +559,91 @@ enum Context {
     FixedRate,
     /// `schedule_with_fixed_delay`.
     FixedDelay,
+    /// `schedule_with_trigger`, with a closure trigger that fires as a
+    /// fixed delay of [`PERIOD`] would ([`delay_trigger`]); the body
+    /// returns `ControlFlow::Continue`, so the task is periodic (it ends by
+    /// a cancel or a panic, never by itself). Its handle is a
+    /// `TriggerHandle`.
+    Triggered,
+    /// `schedule_at_system_time`: once, at a wall time (`SystemTime::now()`
+    /// plus the delay); a one-shot delayed task, kept at shutdown as one,
+    /// with a `ScheduledHandle`.
+    AtSystemTime,
 }
 
 impl Context {
-    const ALL: [Context; 5] = [
+    const ALL: [Context; 7] = [
         Context::Submit,
         Context::Execute,
         Context::Schedule,
         Context::FixedRate,
         Context::FixedDelay,
+        Context::Triggered,
+        Context::AtSystemTime,
     ];
     /// The contexts with a handle.
-    const HANDLED: [Context; 4] = [
+    const HANDLED: [Context; 6] = [
         Context::Submit,
         Context::Schedule,
         Context::FixedRate,
         Context::FixedDelay,
+        Context::Triggered,
+        Context::AtSystemTime,
     ];
-    const TIMED: [Context; 3] = [Context::Schedule, Context::FixedRate, Context::FixedDelay];
-    const ONE_SHOT_HANDLED: [Context; 2] = [Context::Submit, Context::Schedule];
+    const TIMED: [Context; 5] = [
+        Context::Schedule,
+        Context::FixedRate,
+        Context::FixedDelay,
+        Context::Triggered,
+        Context::AtSystemTime,
+    ];
+    const PERIODIC: [Context; 3] = [Context::FixedRate, Context::FixedDelay, Context::Triggered];
+    const ONE_SHOT_HANDLED: [Context; 3] =
+        [Context::Submit, Context::Schedule, Context::AtSystemTime];
+    /// The contexts with a trigger of the user's.
+    const TRIGGERED: [Context; 1] = [Context::Triggered];
+    /// The contexts whose task `shutdown_now` returns runs with
+    /// `PendingTask::run`. Not `AtSystemTime`: a wall-time task returned
+    /// before its time is not run by `PendingTask::run` but ends
+    /// `Cancelled`, its body never called (its run finds the wall time not
+    /// yet reached and places it again, which the shut-down pool refuses).
+    /// A defect of the library, against `PendingTask::run`'s doc ("runs
+    /// the task on the calling thread"); not covered until it is fixed.
+    /// The contexts whose output a place drops. Not `AtSystemTime`: the
+    /// output of a wall-time task whose handle was dropped unjoined is
+    /// dropped by the timer thread, with the last reference its watch of
+    /// the wall clock keeps (`retain` in `timer/driver/wall.rs`, up to
+    /// 1 s later, under the watch's lock), and not caught there: a panic
+    /// of it is not reported and ends the timer thread (no delayed task
+    /// runs after, and the pool no longer terminates). A defect of the
+    /// library; not covered until it is fixed.
+    const OUTPUT: [Context; 2] = [Context::Submit, Context::Schedule];
+    const PENDING_RUN: [Context; 6] = [
+        Context::Submit,
+        Context::Execute,
+        Context::Schedule,
+        Context::FixedRate,
+        Context::FixedDelay,
+        Context::Triggered,
+    ];
 
     /// True if the task goes through the timer (and each queue is tried).
     fn is_timed(self) -> bool {
         matches!(
             self,
-            Context::Schedule | Context::FixedRate | Context::FixedDelay
+            Context::Schedule
+                | Context::FixedRate
+                | Context::FixedDelay
+                | Context::Triggered
+                | Context::AtSystemTime
         )
     }
 
     fn is_periodic(self) -> bool {
-        matches!(self, Context::FixedRate | Context::FixedDelay)
+        matches!(
+            self,
+            Context::FixedRate | Context::FixedDelay | Context::Triggered
+        )
     }
 }
 
@@ -675,6 +735,15 @@ enum Place {
     WakerDropOnJoin,
     /// The same, `join()` called by a task on a worker.
     WakerDropOnJoinInPool,
+    /// A trigger's `next`, at its first call after a run: the task ends
+    /// as panicked (the run itself returned), the handle joined.
+    TriggerNext,
+    /// A trigger's captures, dropped by `cancel()` (the task never ran).
+    TriggerDropOnCancel,
+    /// A trigger's captures, dropped when `reschedule` installs a new
+    /// trigger (the task waits for its first run); the task goes on, on
+    /// the new trigger.
+    TriggerDropOnReschedule,
 }
 
 impl Place {
@@ -696,6 +765,11 @@ impl Place {
         Place::WakerDropOnJoin,
         Place::WakerDropOnJoinInPool,
     ];
+    const TRIGGERS: [Place; 3] = [
+        Place::TriggerNext,
+        Place::TriggerDropOnCancel,
+        Place::TriggerDropOnReschedule,
+    ];
 
     /// Every place.
     fn all() -> Vec<Place> {
@@ -704,6 +778,7 @@ impl Place {
             &Place::CLOSURE_DROPS,
             &Place::OUTPUT_DROPS,
             &Place::WAKERS,
+            &Place::TRIGGERS,
         ]
         .concat()
     }
@@ -711,13 +786,12 @@ impl Place {
     /// The contexts in which the place exists.
     fn contexts(self) -> &'static [Context] {
         match self {
-            Place::Body
-            | Place::BodyInPendingRun
-            | Place::CapturesAfterRun
-            | Place::ClosureOnShutdownNow => &Context::ALL,
+            Place::Body | Place::CapturesAfterRun | Place::ClosureOnShutdownNow => &Context::ALL,
+            Place::BodyInPendingRun => &Context::PENDING_RUN,
             Place::ClosureOnShutdownPolicy | Place::ClosureOnPoolDrop => &Context::TIMED,
-            Place::OutputBeforeCompletion | Place::OutputAfterCompletion => {
-                &Context::ONE_SHOT_HANDLED
+            Place::OutputBeforeCompletion | Place::OutputAfterCompletion => &Context::OUTPUT,
+            Place::TriggerNext | Place::TriggerDropOnCancel | Place::TriggerDropOnReschedule => {
+                &Context::TRIGGERED
             }
             _ => &Context::HANDLED,
         }
@@ -727,7 +801,7 @@ impl Place {
     fn configure(self, builder: Builder) -> Builder {
         match self {
             // A cancel must give the task's slot back.
-            Place::ClosureOnCancel => builder.max_scheduled_tasks(1),
+            Place::ClosureOnCancel | Place::TriggerDropOnCancel => builder.max_scheduled_tasks(1),
             Place::ClosureOnShutdownPolicy => builder.keep_delayed_tasks_on_shutdown(false),
             _ => builder,
         }
@@ -1030,6 +1104,29 @@ impl Fixture {
                     .schedule_with_fixed_delay(move || drop(script.run()), delay, PERIOD)
                     .map_err(refused)?,
             ),
+            Context::Triggered => {
+                let trigger = delay_trigger(
+                    delay,
+                    script.trigger_fault.take(),
+                    std::mem::take(&mut script.trigger_captured),
+                );
+                Handle::Triggered(
+                    executor
+                        .schedule_with_trigger(
+                            move || {
+                                drop(script.run());
+                                ControlFlow::Continue(())
+                            },
+                            trigger,
+                        )
+                        .map_err(refused)?,
+                )
+            }
+            Context::AtSystemTime => Handle::Once(
+                executor
+                    .schedule_at_system_time(move || script.run_once(), SystemTime::now() + delay)
+                    .map_err(refused)?,
+            ),
         })
     }
 
@@ -1124,6 +1221,11 @@ struct Script {
     output: Option<Cargo>,
     /// Called by each run, after the gate.
     on_run: Option<Box<dyn FnMut() + Send>>,
+    /// [`Context::Triggered`]: the trigger's first call after a run panics
+    /// with this (the trigger's, not the closure's).
+    trigger_fault: Option<Fault>,
+    /// [`Context::Triggered`]: held by the trigger until it is dropped.
+    trigger_captured: Cargo,
     /// Held until the closure is dropped; last, so dropped last.
     captured: Cargo,
 }
@@ -1137,6 +1239,8 @@ impl Script {
             raise_on_run: None,
             output: None,
             on_run: None,
+            trigger_fault: None,
+            trigger_captured: Cargo::Nothing,
             captured: Cargo::Nothing,
         }
     }
@@ -1169,6 +1273,28 @@ impl Script {
     fn run_once(self) -> Cargo {
         let mut script = self;
         script.run()
+    }
+}
+
+/// The trigger of [`Context::Triggered`] tasks, as a fixed delay: the
+/// first run `delay` from now, each next one [`PERIOD`] after the last run
+/// ended. Its first call after a run panics with `fault`, if any; it holds
+/// `captured` until it is dropped.
+fn delay_trigger(
+    delay: Duration,
+    fault: Option<Fault>,
+    captured: Cargo,
+) -> impl FnMut(&TriggerContext<'_>) -> Option<Next> + Send + 'static {
+    let mut fault = fault;
+    move |ctx: &TriggerContext<'_>| {
+        let _held = &captured;
+        if ctx.runs() > 0 {
+            if let Some(fault) = fault.take() {
+                fault.raise("a trigger's next");
+            }
+        }
+        let wait = if ctx.runs() == 0 { delay } else { PERIOD };
+        Some(Next::At(ctx.now() + wait))
     }
 }
 
@@ -1242,11 +1368,21 @@ enum Handle {
     Task(TaskHandle<Cargo>),
     Once(ScheduledHandle<Cargo>),
     Periodic(PeriodicHandle),
+    /// A task on a trigger; its body never ends it ([`Context::Triggered`]).
+    Triggered(TriggerHandle<Cargo>),
+}
+
+/// How a task on a trigger ended, as the output of a task: its value, or
+/// nothing if the trigger ended it. Either way a periodic task returned,
+/// which its accounting takes for a failure ([`Ledger::agrees`]): the
+/// tasks of this file never end by themselves.
+fn ended(ended: Ended<Cargo>) -> Cargo {
+    ended.into_value().unwrap_or_default()
 }
 
 impl Handle {
     fn is_periodic(&self) -> bool {
-        matches!(self, Handle::Periodic(_))
+        matches!(self, Handle::Periodic(_) | Handle::Triggered(_))
     }
 
     fn cancel(&self) -> bool {
@@ -1255,6 +1391,7 @@ impl Handle {
             Handle::Task(h) => h.cancel(),
             Handle::Once(h) => h.cancel(),
             Handle::Periodic(h) => h.cancel(),
+            Handle::Triggered(h) => h.cancel(),
         }
     }
 
@@ -1264,6 +1401,7 @@ impl Handle {
             Handle::Task(h) => h.is_finished(),
             Handle::Once(h) => h.is_finished(),
             Handle::Periodic(h) => h.is_finished(),
+            Handle::Triggered(h) => h.is_finished(),
         }
     }
 
@@ -1277,6 +1415,7 @@ impl Handle {
             Handle::Periodic(h) => Pin::new(h)
                 .poll(&mut cx)
                 .map(|result| result.map(|()| Cargo::Nothing)),
+            Handle::Triggered(h) => Pin::new(h).poll(&mut cx).map(|result| result.map(ended)),
         }
     }
 
@@ -1287,6 +1426,7 @@ impl Handle {
             Handle::Task(h) => timed(h.join_timeout(PATIENCE)),
             Handle::Once(h) => timed(h.join_timeout(PATIENCE)),
             Handle::Periodic(h) => timed(h.join_timeout(PATIENCE).map(|()| Cargo::Nothing)),
+            Handle::Triggered(h) => timed(h.join_timeout(PATIENCE).map(ended)),
         }
     }
 
@@ -1380,12 +1520,14 @@ fn run_case(case: Case) -> Result<(), String> {
         Place::Body | Place::BodyDetached => body(&fx, case)?,
         Place::BodyInPendingRun => body_in_pending_run(&fx, case)?,
         Place::CapturesAfterRun => captures_after_run(&fx, case)?,
-        Place::ClosureOnCancel => closure_on_cancel(&fx, case)?,
+        Place::ClosureOnCancel | Place::TriggerDropOnCancel => closure_on_cancel(&fx, case)?,
         Place::ClosureOnShutdownNow => closure_on_shutdown_now(&fx, case)?,
         Place::ClosureOnShutdownPolicy => closure_on_shutdown_policy(&fx, case)?,
         Place::ClosureOnPoolDrop => closure_on_pool_drop(&mut fx, case)?,
         Place::OutputBeforeCompletion => output_before_completion(&fx, case)?,
         Place::OutputAfterCompletion => output_after_completion(&fx, case)?,
+        Place::TriggerNext => trigger_next(&fx, case)?,
+        Place::TriggerDropOnReschedule => trigger_drop_on_reschedule(&fx, case)?,
         _ => waker(&fx, case)?,
     };
     fx.finish(expect)
@@ -1467,15 +1609,23 @@ fn captures_after_run(fx: &Fixture, case: Case) -> Result<Expect, String> {
     Ok(Expect::reports(case.fault, 1).panicked(1))
 }
 
-/// [`Place::ClosureOnCancel`]: `cancel()` returns true without unwinding,
-/// the drop's panic is reported once, and the cancel is counted (the
+/// [`Place::ClosureOnCancel`], [`Place::TriggerDropOnCancel`]: `cancel()`
+/// returns true without unwinding, the drop's panic (the closure's, or the
+/// trigger's) is reported once, and the cancel is counted (the
 /// `max_scheduled_tasks(1)` slot is free again).
 fn closure_on_cancel(fx: &Fixture, case: Case) -> Result<Expect, String> {
     let blocked = (!case.context.is_timed())
         .then(|| fx.block_workers())
         .transpose()?;
-    let mut script = fx.script("cancelled; its closure panics when dropped", Fate::Unrun);
-    script.captured = Cargo::Bomb(Bomb::new(case.fault, "a closure dropped by cancel()"));
+    let mut script;
+    if case.place == Place::TriggerDropOnCancel {
+        script = fx.script("cancelled; its trigger panics when dropped", Fate::Unrun);
+        script.trigger_captured =
+            Cargo::Bomb(Bomb::new(case.fault, "a trigger dropped by cancel()"));
+    } else {
+        script = fx.script("cancelled; its closure panics when dropped", Fate::Unrun);
+        script.captured = Cargo::Bomb(Bomb::new(case.fault, "a closure dropped by cancel()"));
+    }
     let id = script.id();
     let handle = fx.accept(case.context, When::Far, script)?;
     if !handle.cancel() {
@@ -1603,6 +1753,58 @@ fn output_after_completion(fx: &Fixture, case: Case) -> Result<Expect, String> {
     }
     drop(handle);
     fx.reports.wait_for(1)?;
+    fx.probe()?;
+    Ok(Expect::reports(case.fault, 1).panicked(0))
+}
+
+/// [`Place::TriggerNext`]: the trigger panics when asked for the run after
+/// the first: the task ends as panicked (the payload goes to its handle,
+/// and to `on_panic` once), with no run after. The run itself returned, so
+/// it is not a panicked run in the metrics (`panicked_tasks` counts "task
+/// runs that panicked").
+fn trigger_next(fx: &Fixture, case: Case) -> Result<Expect, String> {
+    let mut script = fx.script("its trigger panics after its first run", Fate::Ran);
+    script.trigger_fault = Some(case.fault);
+    let (id, runs) = (script.id(), Arc::clone(&script.runs));
+    let handle = fx.accept(case.context, When::Soon, script)?;
+    fx.expect_join(handle, Outcome::Panicked, id)?;
+    let ran = runs.load(SeqCst);
+    if ran != 1 {
+        return Err(format!(
+            "the task ran {ran} times, not once (its trigger panicked after the first run)"
+        ));
+    }
+    fx.probe()?;
+    Ok(Expect::reports(case.fault, 1).panicked(0))
+}
+
+/// [`Place::TriggerDropOnReschedule`]: `reschedule` of a task waiting for
+/// its first run installs the new trigger at once, on the calling thread,
+/// and drops the old one there: it returns true without unwinding, the
+/// drop's panic is reported once, and the task runs on the new trigger
+/// (then is cancelled).
+fn trigger_drop_on_reschedule(fx: &Fixture, case: Case) -> Result<Expect, String> {
+    let mut script = fx.script(
+        "rescheduled; its old trigger panics when dropped",
+        Fate::Ran,
+    );
+    script.trigger_captured =
+        Cargo::Bomb(Bomb::new(case.fault, "a trigger replaced by reschedule()"));
+    let (id, runs) = (script.id(), Arc::clone(&script.runs));
+    let handle = fx.accept(case.context, When::Far, script)?;
+    let Handle::Triggered(triggered) = &handle else {
+        return Err("the task has no trigger to replace".to_owned());
+    };
+    if !triggered.reschedule(delay_trigger(SOON, None, Cargo::Nothing)) {
+        return Err("reschedule() returned false".to_owned());
+    }
+    fx.reports.wait_for(1)?;
+    // The old trigger's first run was an hour away: these are the new one's.
+    wait_runs(&runs, 2)?;
+    if !handle.cancel() {
+        return Err("cancel() of a running triggered task returned false".to_owned());
+    }
+    fx.expect_join(handle, Outcome::Cancelled, id)?;
     fx.probe()?;
     Ok(Expect::reports(case.fault, 1).panicked(0))
 }
@@ -1811,7 +2013,7 @@ impl Holder {
                 &Context::ALL
             }
             Holder::TimerAtShutdown => &Context::TIMED,
-            Holder::PeriodicAtShutdown => &[Context::FixedRate, Context::FixedDelay],
+            Holder::PeriodicAtShutdown => &Context::PERIODIC,
             Holder::OutputDroppedByWorker
             | Holder::OutputDroppedWithHandle
             | Holder::OutputJoined
@@ -1844,10 +2046,25 @@ impl fmt::Display for HolderCase {
     }
 }
 
+/// The cases of the last-clone family. Left to the full sweep: the ones
+/// where a wall-time task's unjoined output or payload holds the clone. They
+/// pass, but each takes a second: the timer's watch of the wall clock keeps
+/// the finished task, and so the clone, until it prunes (the defect noted
+/// at [`Context::OUTPUT`]).
 fn holder_cases() -> Vec<HolderCase> {
     let mut cases = Vec::new();
     for holder in Holder::ALL {
         for &context in holder.contexts() {
+            let slow = context == Context::AtSystemTime
+                && matches!(
+                    holder,
+                    Holder::OutputDroppedByWorker
+                        | Holder::OutputDroppedWithHandle
+                        | Holder::PayloadDroppedByWorker
+                );
+            if slow && !full_sweep() {
+                continue;
+            }
             for &queue in Queue::for_context(context) {
                 cases.push(HolderCase {
                     holder,
@@ -2280,6 +2497,11 @@ fn panics_dropping_outputs_are_reported_never_unwound() {
 #[test]
 fn panics_in_wakers_are_reported_never_unwound() {
     run_places("panics in wakers", &Place::WAKERS);
+}
+
+#[test]
+fn panics_in_triggers_are_reported_never_unwound() {
+    run_places("panics in triggers", &Place::TRIGGERS);
 }
 
 /// Every place again, with an `on_panic` hook that panics after counting
