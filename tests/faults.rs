@@ -602,29 +602,23 @@ impl Context {
         [Context::Submit, Context::Schedule, Context::AtSystemTime];
     /// The contexts with a trigger of the user's.
     const TRIGGERED: [Context; 1] = [Context::Triggered];
+    /// The contexts whose output a place drops. (`AtSystemTime` is a
+    /// regression test: the timer's watch of the wall clock once kept the
+    /// last reference to a finished wall-time task and dropped its output
+    /// on the timer thread, uncaught, killing it.)
+    const OUTPUT: [Context; 3] = [Context::Submit, Context::Schedule, Context::AtSystemTime];
     /// The contexts whose task `shutdown_now` returns runs with
-    /// `PendingTask::run`. Not `AtSystemTime`: a wall-time task returned
-    /// before its time is not run by `PendingTask::run` but ends
-    /// `Cancelled`, its body never called (its run finds the wall time not
-    /// yet reached and places it again, which the shut-down pool refuses).
-    /// A defect of the library, against `PendingTask::run`'s doc ("runs
-    /// the task on the calling thread"); not covered until it is fixed.
-    /// The contexts whose output a place drops. Not `AtSystemTime`: the
-    /// output of a wall-time task whose handle was dropped unjoined is
-    /// dropped by the timer thread, with the last reference its watch of
-    /// the wall clock keeps (`retain` in `timer/driver/wall.rs`, up to
-    /// 1 s later, under the watch's lock), and not caught there: a panic
-    /// of it is not reported and ends the timer thread (no delayed task
-    /// runs after, and the pool no longer terminates). A defect of the
-    /// library; not covered until it is fixed.
-    const OUTPUT: [Context; 2] = [Context::Submit, Context::Schedule];
-    const PENDING_RUN: [Context; 6] = [
+    /// `PendingTask::run`. (`AtSystemTime` is a regression test: a
+    /// wall-time task returned before its time once ended `Cancelled`
+    /// there, its body never called.)
+    const PENDING_RUN: [Context; 7] = [
         Context::Submit,
         Context::Execute,
         Context::Schedule,
         Context::FixedRate,
         Context::FixedDelay,
         Context::Triggered,
+        Context::AtSystemTime,
     ];
 
     /// True if the task goes through the timer (and each queue is tried).
@@ -2046,25 +2040,11 @@ impl fmt::Display for HolderCase {
     }
 }
 
-/// The cases of the last-clone family. Left to the full sweep: the ones
-/// where a wall-time task's unjoined output or payload holds the clone. They
-/// pass, but each takes a second: the timer's watch of the wall clock keeps
-/// the finished task, and so the clone, until it prunes (the defect noted
-/// at [`Context::OUTPUT`]).
+/// The cases of the last-clone family.
 fn holder_cases() -> Vec<HolderCase> {
     let mut cases = Vec::new();
     for holder in Holder::ALL {
         for &context in holder.contexts() {
-            let slow = context == Context::AtSystemTime
-                && matches!(
-                    holder,
-                    Holder::OutputDroppedByWorker
-                        | Holder::OutputDroppedWithHandle
-                        | Holder::PayloadDroppedByWorker
-                );
-            if slow && !full_sweep() {
-                continue;
-            }
             for &queue in Queue::for_context(context) {
                 cases.push(HolderCase {
                     holder,

@@ -424,3 +424,59 @@ fn hostile_triggers_neither_hang_nor_unwind() {
     assert_eq!(stopper.kind(), SubmitErrorKind::Shutdown);
     assert!(pool.await_termination(PATIENCE));
 }
+
+/// `shutdown_now` hands back a wall-time task not yet due; running it by
+/// hand runs its body (it is not placed again on the stopped pool).
+#[test]
+fn a_wall_time_task_handed_back_by_shutdown_now_runs_by_hand() {
+    let (pool, clock) = manual_pool(TimerQueue::heap(), 1);
+    let later = pool
+        .schedule_at_system_time(|| "ran", clock.system_time() + HOUR)
+        .unwrap();
+    let pending = pool.shutdown_now();
+    assert_eq!(pending.len(), 1);
+    for task in pending {
+        task.run();
+    }
+    assert_eq!(later.join().unwrap(), "ran");
+}
+
+/// The timer's watch of the wall clock holds its tasks weakly: the output
+/// of a finished wall-time task whose handle was dropped unjoined is
+/// dropped with the handle (here, a panic of its destructor reaches
+/// `on_panic` at once), and the timer goes on.
+#[test]
+fn a_finished_wall_time_task_is_not_kept_by_the_timer() {
+    common::quiet_expected_panics();
+    struct PanicOnDrop;
+    impl Drop for PanicOnDrop {
+        fn drop(&mut self) {
+            panic!("expected: an output panicked on drop");
+        }
+    }
+    let clock = ManualClock::new();
+    let panics = Arc::new(AtomicUsize::new(0));
+    let p = panics.clone();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .clock(clock.clone())
+        .on_panic(move |_| {
+            p.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let bomb = pool
+        .schedule_at_system_time(|| PanicOnDrop, clock.system_time() + MINUTE)
+        .unwrap();
+    clock.advance(MINUTE);
+    assert!(bomb.is_finished());
+    drop(bomb);
+    assert_eq!(panics.load(Ordering::SeqCst), 1, "dropped with the handle");
+    // The timer still hands over, through a step of the wall clock too.
+    let after = pool.schedule(|| 7, MINUTE).unwrap();
+    clock.set_system_time(clock.system_time() + HOUR);
+    clock.advance(MINUTE);
+    assert_eq!(after.join().unwrap(), 7);
+    pool.shutdown();
+    assert!(pool.await_termination(PATIENCE));
+}

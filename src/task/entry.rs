@@ -23,8 +23,6 @@ pub(crate) trait TimerEntry: Send + Sync + 'static {
 /// A task due at a wall time, as the timer's watch of the wall clock
 /// sees it (`timer::driver::wall`).
 pub(crate) trait WallTask: Send + Sync + 'static {
-    /// True once the task has ended: no longer worth watching.
-    fn is_final(&self) -> bool;
     /// The job that places the task again if the wall clock moved under
     /// its deadline.
     fn check_job(self: StdArc<Self>) -> Job;

@@ -359,11 +359,24 @@ where
     /// `in_timer`: an entry of the task's current placement may still be
     /// in the timer (the caller did not get here through it), so the new
     /// entry is a fresh placement and the old one is counted as dead.
-    fn place(self: &StdArc<Self>, ctx: &dyn TaskContext, mut from: From, in_timer: bool) {
+    ///
+    /// `keep_if_refused`: if the pool takes no re-arm (it was stopped),
+    /// return false and keep RUNNING instead of ending the task (a run due
+    /// on the monotonic clock but not yet on the wall clock then runs now:
+    /// it is a [`PendingTask`](crate::PendingTask) being run by hand).
+    /// True otherwise.
+    fn place(
+        self: &StdArc<Self>,
+        ctx: &dyn TaskContext,
+        mut from: From,
+        in_timer: bool,
+        keep_if_refused: bool,
+    ) -> bool {
         let dead_entry = || {
             if in_timer {
                 ctx.note_cancelled();
             }
+            true
         };
         loop {
             match from {
@@ -414,6 +427,8 @@ where
             match reset {
                 // A reschedule came: ask the (new) trigger again.
                 Some(Reset::Rescheduled) => from = From::Trigger,
+                // The pool takes no re-arm, and the caller will run it.
+                None if keep_if_refused && !in_timer => return false,
                 // A cancel came, or the pool takes no re-arm (shut down).
                 Some(Reset::Cancelled) | Some(Reset::Done) | None => {
                     self.stop(ctx);
@@ -430,10 +445,10 @@ where
         }
         let wall = this.wall_due.load(Ordering::Relaxed);
         if let Some(at) = from_unix_nanos(wall) {
-            if ctx.clock().system_time() < at {
-                // Due on the monotonic clock, not yet on the wall clock
-                // (it was stepped back, or drifted): wait for it.
-                this.place(ctx, From::Wall, false);
+            // Due on the monotonic clock, not yet on the wall clock (it was
+            // stepped back, or drifted): wait for it, unless the pool has
+            // stopped (the task is run by hand, from `shutdown_now`).
+            if ctx.clock().system_time() < at && this.place(ctx, From::Wall, false, true) {
                 return RunOutcome::Skipped;
             }
         }
@@ -465,7 +480,7 @@ where
                 // re-arm's admission has ended: `shutdown_now` waits for
                 // admitted re-arms, so a destructor that calls it must not
                 // run inside one.
-                this.place(ctx, From::Trigger, false);
+                this.place(ctx, From::Trigger, false, false);
                 RunOutcome::Completed
             }
         }
@@ -550,7 +565,7 @@ where
         ctx.drop_reporting(unapplied);
         match this.header.request_reschedule() {
             RescheduleRequest::Claimed => {
-                this.place(ctx, From::Trigger, true);
+                this.place(ctx, From::Trigger, true, false);
                 true
             }
             RescheduleRequest::Requested => true,
@@ -576,7 +591,7 @@ where
             // On time still, or running (the run places it again itself).
             return RunOutcome::Skipped;
         }
-        this.place(ctx, From::Wall, true);
+        this.place(ctx, From::Wall, true, false);
         RunOutcome::Skipped
     }
 }
@@ -671,10 +686,6 @@ where
     B: Body,
     G: Trigger,
 {
-    fn is_final(&self) -> bool {
-        self.header.is_final()
-    }
-
     fn check_job(self: StdArc<Self>) -> Job {
         Job::task(StdArc::new(WallCheck(self)))
     }

@@ -112,8 +112,10 @@ impl From<SystemTime> for Next {
 /// }
 /// ```
 ///
-/// A panic of `next` ends the task as a panic of its run would
-/// ([`TaskError::Panicked`](crate::TaskError::Panicked)).
+/// A panic of `next` ends the task as a panic of its run would: its
+/// handle reports [`TaskError::Panicked`](crate::TaskError::Panicked) and
+/// the `on_panic` hook sees it (`Metrics::panicked_tasks` counts the runs
+/// that panicked, not this).
 pub trait Trigger: Send + 'static {
     /// When the task runs next, or `None` to end it.
     fn next(&mut self, ctx: &TriggerContext<'_>) -> Option<Next>;

@@ -14,10 +14,16 @@
 //! the wall clock when it falls due (a slow drift never makes it early).
 //!
 //! Monotonic tasks cost nothing here: the watch is one relaxed load per
-//! turn while nothing is watched. The tasks watched are pruned (the ended
-//! ones dropped) at most once per [`MAX_WALL_WAIT`].
+//! turn while nothing is watched. The watch holds its tasks *weakly*: it
+//! never keeps a task (its closure, its output, what they capture) alive,
+//! and never drops the last reference to one, which would run user code on
+//! the timer thread. The references to tasks gone are pruned at most once
+//! per [`MAX_WALL_WAIT`]; a check job holds the task it checks, and is
+//! dropped on the worker that runs it, behind the worker's unwind boundary.
 
 use std::time::UNIX_EPOCH;
+
+use std::sync::Weak;
 
 use crate::sync::{AtomicUsize, Mutex, Ordering, StdArc};
 use crate::task::recurring::WALL_TOLERANCE;
@@ -39,7 +45,7 @@ pub(super) struct WallWatch {
 
 #[derive(Default)]
 struct Watched {
-    tasks: Vec<StdArc<dyn WallTask>>,
+    tasks: Vec<Weak<dyn WallTask>>,
     /// The offset between the clocks when the tasks were last placed.
     offset: Option<i128>,
     /// When the ended tasks were last dropped from `tasks`.
@@ -62,7 +68,7 @@ impl Timer {
         if watched.offset.is_none() {
             watched.offset = Some(offset(&self.clock, self.clock.now()));
         }
-        watched.tasks.push(task);
+        watched.tasks.push(StdArc::downgrade(&task));
         if self.wall.count.fetch_add(1, Ordering::Relaxed) == 0 {
             // The timer thread may sleep without a deadline: from now on it
             // turns at least once per `MAX_WALL_WAIT`.
@@ -81,7 +87,7 @@ impl Timer {
         let mut watched = self.wall.state.lock();
         if now.saturating_sub(watched.pruned_at) >= MAX_WALL_WAIT {
             watched.pruned_at = now;
-            watched.tasks.retain(|task| !task.is_final());
+            watched.tasks.retain(|task| task.strong_count() > 0);
             self.wall
                 .count
                 .store(watched.tasks.len(), Ordering::Relaxed);
@@ -96,10 +102,17 @@ impl Timer {
             .is_none_or(|placed| placed.abs_diff(offset) > u128::from(WALL_TOLERANCE));
         if stepped {
             watched.offset = Some(offset);
-            let tasks: Vec<_> = watched.tasks.clone();
+            // Each check job takes the strong reference it was made from:
+            // none is dropped here.
+            let jobs: Vec<_> = watched
+                .tasks
+                .iter()
+                .filter_map(Weak::upgrade)
+                .map(WallTask::check_job)
+                .collect();
             drop(watched);
-            for task in tasks {
-                pool.hand_over(task.check_job());
+            for job in jobs {
+                pool.hand_over(job);
             }
             pool.notify();
         }
