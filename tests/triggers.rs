@@ -38,6 +38,31 @@ fn recorder(clock: &ManualClock) -> (Runs, impl FnMut() -> ControlFlow<()> + Sen
     })
 }
 
+/// A one-worker pool on `clock` whose `on_panic` hook counts what it sees.
+fn pool_counting_panics(clock: &ManualClock) -> (ScheduledExecutor, Arc<AtomicUsize>) {
+    common::quiet_expected_panics();
+    let panics = Arc::new(AtomicUsize::new(0));
+    let p = panics.clone();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .clock(clock.clone())
+        .on_panic(move |_| {
+            p.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    (pool, panics)
+}
+
+/// A value whose destructor panics.
+struct PanicOnDrop;
+
+impl Drop for PanicOnDrop {
+    fn drop(&mut self) {
+        panic!("expected: a destructor panicked");
+    }
+}
+
 fn minutes(list: &[u64]) -> Vec<Duration> {
     list.iter().map(|m| MINUTE * *m as u32).collect()
 }
@@ -92,15 +117,10 @@ fn a_trigger_sees_the_history_of_the_runs() {
     let start = clock.now();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    let c = clock.clone();
+    // Manual time stands still during a run: it starts and ends when due.
     let _task = pool
         .schedule_with_trigger(
-            move || {
-                // A run that takes 10 s of manual time cannot be: manual
-                // time stands still during a run.
-                let _ = &c;
-                ControlFlow::<()>::Continue(())
-            },
+            || ControlFlow::<()>::Continue(()),
             move |ctx: &TriggerContext| {
                 s.lock().unwrap().push((
                     ctx.runs(),
@@ -154,19 +174,9 @@ fn a_trigger_without_a_first_run_ends_the_task_at_once() {
 
 #[test]
 fn a_panicking_trigger_ends_the_task_as_a_panic() {
-    common::quiet_expected_panics();
     for first in [true, false] {
         let clock = ManualClock::new();
-        let panics = Arc::new(AtomicUsize::new(0));
-        let p = panics.clone();
-        let pool = ScheduledExecutor::builder()
-            .worker_threads(1)
-            .clock(clock.clone())
-            .on_panic(move |_| {
-                p.fetch_add(1, Ordering::SeqCst);
-            })
-            .build()
-            .unwrap();
+        let (pool, panics) = pool_counting_panics(&clock);
         let task = pool
             .schedule_with_trigger(
                 || ControlFlow::<()>::Continue(()),
@@ -302,7 +312,8 @@ fn a_reschedule_during_a_run_is_taken_by_that_run() {
             .schedule_with_trigger(
                 move || {
                     let r = record();
-                    if runs_len(&entered_tx) {
+                    // Only the first run waits: the receiver is gone after.
+                    if entered_tx.send(()).is_ok() {
                         release_rx.lock().unwrap().recv().unwrap();
                     }
                     r
@@ -310,9 +321,6 @@ fn a_reschedule_during_a_run_is_taken_by_that_run() {
                 FixedRate::new(HOUR).initial_delay(MINUTE),
             )
             .unwrap();
-        fn runs_len(tx: &mpsc::Sender<()>) -> bool {
-            tx.send(()).is_ok()
-        }
         let mover = {
             let clock = clock.clone();
             std::thread::spawn(move || clock.advance(MINUTE))
@@ -373,24 +381,8 @@ fn a_cancelled_triggered_task_reports_it() {
 /// destructor may panic when the task ends; neither hangs nor unwinds.
 #[test]
 fn hostile_triggers_neither_hang_nor_unwind() {
-    common::quiet_expected_panics();
-    struct PanicOnDrop;
-    impl Drop for PanicOnDrop {
-        fn drop(&mut self) {
-            panic!("expected: a trigger's capture panicked on drop");
-        }
-    }
     let clock = ManualClock::new();
-    let panics = Arc::new(AtomicUsize::new(0));
-    let p = panics.clone();
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(1)
-        .clock(clock.clone())
-        .on_panic(move |_| {
-            p.fetch_add(1, Ordering::SeqCst);
-        })
-        .build()
-        .unwrap();
+    let (pool, panics) = pool_counting_panics(&clock);
 
     // Its destructor panics when a cancel drops it.
     let guard = PanicOnDrop;
@@ -447,24 +439,8 @@ fn a_wall_time_task_handed_back_by_shutdown_now_runs_by_hand() {
 /// `on_panic` at once), and the timer goes on.
 #[test]
 fn a_finished_wall_time_task_is_not_kept_by_the_timer() {
-    common::quiet_expected_panics();
-    struct PanicOnDrop;
-    impl Drop for PanicOnDrop {
-        fn drop(&mut self) {
-            panic!("expected: an output panicked on drop");
-        }
-    }
     let clock = ManualClock::new();
-    let panics = Arc::new(AtomicUsize::new(0));
-    let p = panics.clone();
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(1)
-        .clock(clock.clone())
-        .on_panic(move |_| {
-            p.fetch_add(1, Ordering::SeqCst);
-        })
-        .build()
-        .unwrap();
+    let (pool, panics) = pool_counting_panics(&clock);
     let bomb = pool
         .schedule_at_system_time(|| PanicOnDrop, clock.system_time() + MINUTE)
         .unwrap();

@@ -44,7 +44,8 @@ use std::time::Duration;
 
 use crate::time::Nanos;
 
-use super::{nanos, Next, Trigger, TriggerContext};
+use super::{Next, Trigger, TriggerContext};
+use crate::time::clock::nanos;
 
 /// How much of each [`Backoff`] delay is drawn at random (see the module
 /// doc for why), drawn for the delay `d` = 400 ms:

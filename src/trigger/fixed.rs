@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::time::Nanos;
 
-use super::{nanos, Next, Trigger, TriggerContext};
+use super::{Next, Trigger, TriggerContext};
+use crate::time::clock::nanos;
 
 /// What a fixed-rate task does when a run ends after the next one was due
 /// (the task ran long, or the pool was busy), drawn for a period of 10

@@ -284,7 +284,7 @@ pub(crate) const NONE: u64 = u64::MAX;
 /// beyond 2554, the last one representable), never `NONE`.
 pub(crate) fn unix_nanos(t: SystemTime) -> u64 {
     match t.duration_since(std::time::UNIX_EPOCH) {
-        Ok(since) => nanos(since).min(NONE - 1),
+        Ok(since) => crate::time::clock::nanos(since).min(NONE - 1),
         Err(_) => 0,
     }
 }
@@ -337,9 +337,4 @@ impl Trigger for Once {
     fn records_run_times(&self) -> bool {
         false
     }
-}
-
-/// `d` as nanoseconds, saturated.
-pub(crate) fn nanos(d: Duration) -> Nanos {
-    crate::time::clock::nanos(d)
 }
