@@ -18,8 +18,11 @@
 //!   the earliest deadline, and it does not wake for a later one.
 //! * While it is awake, `armed` is 0: nobody wakes it; it reads the
 //!   commands before it sleeps again.
-//! * A push that brings the backlog to `BACKLOG_WAKE` (half the queue)
-//!   also wakes it, so that the queue rarely fills.
+//! * A push that finds the backlog at `BACKLOG_WAKE` (half the queue) or
+//!   more also wakes it, so that the queue rarely fills. Only one push in
+//!   `BACKLOG_CHECK` looks, at the distance between its own position and
+//!   the consumer's: no counter of its own, which would be one more locked
+//!   instruction per insert.
 //! * **A scheduler that finds the queue full waits for room.** It wakes
 //!   the timer thread, takes the backend lock, tries again and, if the
 //!   queue is still full, waits on `room`, a condition variable of that
@@ -74,13 +77,19 @@ pub(super) const COMMANDS_CAPACITY: usize = 4096;
 #[cfg(loom)]
 pub(super) const COMMANDS_CAPACITY: usize = 2;
 
-/// A push that brings the backlog to this wakes the timer thread: half the
+/// A push that finds a backlog of this wakes the timer thread: half the
 /// queue (never under loom: the models' queue fills instead).
 const BACKLOG_WAKE: usize = if cfg!(loom) {
     usize::MAX
 } else {
     COMMANDS_CAPACITY / 2
 };
+
+/// One push in this many (by position) looks at the backlog: often enough
+/// that a burst is seen long before the queue fills, rarely enough that
+/// the look (a read of the consumer's position, a line the timer thread
+/// writes) costs nothing per insert.
+const BACKLOG_CHECK: usize = 64;
 
 /// A task for the timer thread to place. The deadline travels with it, so
 /// that placing it does not read the task (a cache line another core wrote).
@@ -116,7 +125,7 @@ impl Timer {
         let mut queue = self.queue.lock();
         loop {
             match self.commands.push(insert) {
-                Ok(()) => return,
+                Ok(_) => return,
                 Err(back) => insert = back,
             }
             if self.exited.load(Ordering::Relaxed) {
@@ -151,12 +160,19 @@ impl Timer {
     /// for room if the command queue is full: module doc).
     pub(crate) fn insert_reserved(&self, entry: StdArc<dyn TimerEntry>) {
         let deadline = entry.deadline();
-        if let Err(insert) = self.commands.push(Insert { deadline, entry }) {
-            self.push_when_there_is_room(insert);
-        }
-        let backlog = self.backlog.fetch_add(1, Ordering::Relaxed) + 1;
+        // Every `BACKLOG_CHECK`th position looks at the backlog (module
+        // doc): a hint, read without a counter of its own.
+        let sampled = match self.commands.push(Insert { deadline, entry }) {
+            Ok(position) => Some(position).filter(|p| p % BACKLOG_CHECK == 0),
+            Err(insert) => {
+                self.push_when_there_is_room(insert);
+                None
+            }
+        };
         fence(Ordering::SeqCst);
-        if deadline < self.armed.load(Ordering::SeqCst) || backlog == BACKLOG_WAKE {
+        if deadline < self.armed.load(Ordering::SeqCst)
+            || sampled.is_some_and(|p| self.commands.backlog_at(p) >= BACKLOG_WAKE)
+        {
             self.parker.unpark();
         }
     }
@@ -179,7 +195,6 @@ impl Timer {
     /// over the due tasks, sees the queue still holds commands, and turns
     /// again. Returns true if it emptied the queue.
     pub(super) fn apply_commands(&self, queue: &mut Queue, now: Nanos) -> bool {
-        self.backlog.store(0, Ordering::Relaxed);
         let mut applied = 0;
         while applied < COMMANDS_CAPACITY {
             let Some(Insert { deadline, entry }) = self.commands.pop() else {
@@ -215,7 +230,7 @@ mod tests {
         // The scheduler fills the queue, then waits: it places nothing in
         // the backend itself (the memory a backend grows into belongs to
         // the timer thread: module doc).
-        while timer.backlog.load(Ordering::Relaxed) < COMMANDS_CAPACITY
+        while timer.commands.len_hint() < COMMANDS_CAPACITY
             && timer.queue.lock().len() == 0
             && !scheduler.is_finished()
         {

@@ -50,7 +50,9 @@ use std::time::Instant;
 
 use crate::sync::parker::Parker;
 use crate::sync::ring::Ring;
-use crate::sync::{fence, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, StdArc};
+use crate::sync::{
+    fence, AtomicBool, AtomicU64, AtomicUsize, CachePadded, Condvar, Mutex, Ordering, StdArc,
+};
 use crate::task::{Job, TaskContext, TimerEntry};
 use crate::time::{Clock, Nanos};
 
@@ -81,11 +83,12 @@ pub(crate) struct Timer {
     /// The insert commands, from the schedulers to the timer thread (see
     /// `commands`).
     commands: Ring<Insert>,
-    /// The commands pushed since the timer thread last took them out (a
-    /// hint, `Relaxed`: it only decides the wake-up at half the queue).
-    backlog: AtomicUsize,
     /// The count of cancels not yet swept and `sweep_at` (see `sweep`).
-    dead: AtomicU64,
+    /// Each of the three counters the schedulers, cancellers and the timer
+    /// thread all touch (`dead`, `armed`, `pending`) has a cache line of
+    /// its own, away from the backend's lock, which the timer thread takes
+    /// at every turn.
+    dead: CachePadded<AtomicU64>,
     /// Cancel the tasks still pending instead of waiting for them (the
     /// executor was dropped, or `keep_delayed_tasks_on_shutdown(false)`).
     discard_on_shutdown: AtomicBool,
@@ -100,11 +103,11 @@ pub(crate) struct Timer {
     shutdown_filter: AtomicUsize,
     /// The deadline the timer thread sleeps until; 0 while it is awake;
     /// `u64::MAX` while it sleeps without a deadline.
-    armed: AtomicU64,
+    armed: CachePadded<AtomicU64>,
     /// Where the timer thread sleeps, and is woken.
     parker: StdArc<Parker>,
     /// Scheduled tasks the timer still holds (see the invariants above).
-    pending: AtomicUsize,
+    pending: CachePadded<AtomicUsize>,
     /// The most scheduled tasks `reserve` admits.
     max_pending: usize,
     /// The backend, behind the lock described in the module doc.
@@ -150,14 +153,13 @@ impl Timer {
         Timer {
             clock,
             commands: Ring::with_capacity(COMMANDS_CAPACITY),
-            backlog: AtomicUsize::new(0),
-            dead: AtomicU64::new(sweep::DEAD_AT_START),
+            dead: CachePadded::new(AtomicU64::new(sweep::DEAD_AT_START)),
             discard_on_shutdown: AtomicBool::new(!policy.keep_delayed),
             keep_periodic_on_shutdown: policy.keep_periodic,
             shutdown_filter: AtomicUsize::new(shutdown::KEEP_ALL),
-            armed: AtomicU64::new(0),
+            armed: CachePadded::new(AtomicU64::new(0)),
             parker: StdArc::new(Parker::new()),
-            pending: AtomicUsize::new(0),
+            pending: CachePadded::new(AtomicUsize::new(0)),
             max_pending,
             queue: Mutex::new(kind.build()),
             doomed: Mutex::new(Vec::new()),
