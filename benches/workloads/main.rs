@@ -44,6 +44,11 @@ mod systems;
 mod timers;
 mod workload;
 
+/// `--features mimalloc` (see `Cargo.toml`): every system on mimalloc.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 use std::time::Instant;
 
