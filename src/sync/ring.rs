@@ -200,7 +200,7 @@ impl<T> Ring<T> {
     }
 
     /// The positions claimed and not yet popped: a hint (`Relaxed`).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn len_hint(&self) -> usize {
         self.tail
             .load(Ordering::Relaxed)

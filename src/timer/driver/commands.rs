@@ -79,11 +79,7 @@ pub(super) const COMMANDS_CAPACITY: usize = 2;
 
 /// A push that finds a backlog of this wakes the timer thread: half the
 /// queue (never under loom: the models' queue fills instead).
-const BACKLOG_WAKE: usize = if cfg!(loom) {
-    usize::MAX
-} else {
-    COMMANDS_CAPACITY / 2
-};
+const BACKLOG_WAKE: usize = COMMANDS_CAPACITY / 2;
 
 /// One push in this many (by position) looks at the backlog: often enough
 /// that a burst is seen long before the queue fills, rarely enough that
@@ -171,7 +167,7 @@ impl Timer {
         };
         fence(Ordering::SeqCst);
         if deadline < self.armed.load(Ordering::SeqCst)
-            || sampled.is_some_and(|p| self.commands.backlog_at(p) >= BACKLOG_WAKE)
+            || (!cfg!(loom) && sampled.is_some_and(|p| self.commands.backlog_at(p) >= BACKLOG_WAKE))
         {
             self.parker.unpark();
         }
