@@ -2,11 +2,13 @@
 //! the pool down with.
 
 use std::fmt;
+use std::future::IntoFuture;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::builder::Builder;
 use crate::error::BuildError;
+use crate::future::{Interval, Sleep, Timeout};
 use crate::handle::{PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle};
 use crate::metrics::Metrics;
 use crate::pending::PendingTask;
@@ -419,6 +421,82 @@ impl ScheduledExecutor {
             .schedule_recurring(Until::new(f), trigger, true)
             .map_err(|e| e.map_job(|until| until.0))?;
         Ok(TriggerHandle::new(cell, Arc::clone(pool)))
+    }
+
+    /// A future that ends `duration` from now, timed by this executor's
+    /// timer: await it from any async runtime (see [`future`](crate::future)).
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// futures_lite::future::block_on(pool.sleep(Duration::from_millis(10)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sleep(&self, duration: Duration) -> Sleep {
+        let pool = self.pool();
+        let now = pool.timer.clock.now();
+        let deadline = now.saturating_add(crate::time::clock::nanos(duration));
+        Sleep::new(Arc::clone(pool), deadline)
+    }
+
+    /// A future that ends at `deadline` (at once if it has passed); see
+    /// [`sleep`](Self::sleep).
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let at = Instant::now() + Duration::from_millis(10);
+    /// futures_lite::future::block_on(pool.sleep_until(at));
+    /// assert!(Instant::now() >= at);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn sleep_until(&self, deadline: Instant) -> Sleep {
+        let pool = self.pool();
+        Sleep::new(Arc::clone(pool), pool.timer.clock.nanos_of(deadline))
+    }
+
+    /// `future`, given up with [`Elapsed`](crate::future::Elapsed) if it has
+    /// not ended `duration` from now; see [`Timeout`].
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let reply = pool.timeout(Duration::from_secs(1), async { "pong" });
+    /// assert_eq!(futures_lite::future::block_on(reply), Ok("pong"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn timeout<F: IntoFuture>(&self, duration: Duration, future: F) -> Timeout<F::IntoFuture> {
+        Timeout::new(future.into_future(), self.sleep(duration))
+    }
+
+    /// Ticks every `period`, the first at once; see [`Interval`].
+    ///
+    /// # Panics
+    ///
+    /// If `period` is zero.
+    ///
+    /// ```
+    /// use chronopool::{MissedRuns, ScheduledExecutor};
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let mut flush = pool.interval(Duration::from_millis(5)).missed_runs(MissedRuns::Skip);
+    /// futures_lite::future::block_on(async {
+    ///     for _ in 0..3 {
+    ///         flush.tick().await;
+    ///     }
+    /// });
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn interval(&self, period: Duration) -> Interval {
+        assert!(!period.is_zero(), "interval: the period must not be zero");
+        Interval::new(self.sleep(Duration::ZERO), period)
     }
 
     /// Runs `f` once, when the *wall* clock reads `at` (not after the

@@ -122,6 +122,7 @@ mod builder;
 mod current;
 mod error;
 mod executor;
+pub mod future;
 mod handle;
 #[cfg(all(test, loom))]
 mod loom_support;

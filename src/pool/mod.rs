@@ -43,7 +43,8 @@ use crate::sync::deque::{Injector, Steal, Stealer, Worker};
 use crate::sync::{fence, Arc, CachePadded, Ordering, StdArc};
 use crate::task::recurring::Body;
 use crate::task::{
-    Job, PanicPayload, RecurringTask, ScheduledTask, TaskCell, TaskContext, TimerEntry, WallTask,
+    Alarm, Job, PanicPayload, RecurringTask, ScheduledTask, TaskCell, TaskContext, TimerEntry,
+    WallTask,
 };
 use crate::time::manual::Driven;
 use crate::time::Clock;
@@ -291,6 +292,19 @@ impl Pool {
         Ok(cell)
     }
 
+    /// Hands a timer future's alarm to the timer, if the pool still runs
+    /// (false after `shutdown`: the future then ends at once, as it has no
+    /// timer left to wait for). It is counted among the tasks the timer
+    /// holds, but not against `max_scheduled_tasks`, which counts tasks.
+    pub(crate) fn set_alarm(&self, alarm: StdArc<Alarm>) -> bool {
+        if !self.enter() {
+            return false;
+        }
+        self.timer.reinsert(alarm);
+        self.leave();
+        true
+    }
+
     /// Schedules the recurring task `body` on `trigger`, which decides its
     /// first run now, and returns its cell (for its handle). `periodic`
     /// tasks are dropped at shutdown unless the pool keeps them; the others
@@ -417,7 +431,7 @@ impl Pool {
         self.lifecycle.wait_no_submissions_in_flight();
         // The timer first: it pushes due tasks on the injector under the
         // lock that its drain takes (see `timer::driver`).
-        let mut drained = self.timer.drain();
+        let mut drained = self.timer.drain(self);
         self.timer.wake();
         let from_the_timer = drained.len();
         drain(|| self.injector.steal(), &mut drained);

@@ -4,6 +4,7 @@
 use crate::sync::StdArc;
 use crate::time::Nanos;
 
+use super::context::TaskContext;
 use super::job::Job;
 
 /// What the timer holds for a scheduled task.
@@ -18,6 +19,17 @@ pub(crate) trait TimerEntry: Send + Sync + 'static {
     }
     /// The job that runs it.
     fn into_job(self: StdArc<Self>) -> Job;
+    /// False for what is no task (a timer future's alarm): it is not
+    /// handed to the workers when due but [expired](Self::expire) by the
+    /// timer, outside its lock, and `shutdown_now` does not return it.
+    fn is_task(&self) -> bool {
+        true
+    }
+    /// Falls due: the job to hand to the workers, or `None` if falling due
+    /// was all it needed (done here, through `ctx`).
+    fn expire(self: StdArc<Self>, _ctx: &dyn TaskContext) -> Option<Job> {
+        Some(self.into_job())
+    }
 }
 
 /// A task due at a wall time, as the timer's watch of the wall clock

@@ -7,6 +7,8 @@
 //!   (periodic, or on any trigger);
 //! * `job.rs`: [`Job`], the two-word unit the queues move;
 //! * `entry.rs`: [`TimerEntry`], what the timer holds for a task;
+//! * `alarm.rs`: [`Alarm`], what it holds for a timer future: a deadline
+//!   and a waker, rung on the timer's thread;
 //! * `context.rs`: [`TaskContext`], all a task needs from whatever runs it
 //!   (report a panic, read the clock, re-arm, count a cancel), and where
 //!   the panics of user code that no handle reports go;
@@ -15,6 +17,7 @@
 //!
 //! Nothing here imports the pool, the timer or the API: they import this.
 
+pub(crate) mod alarm;
 pub(crate) mod cell;
 pub(crate) mod context;
 pub(crate) mod entry;
@@ -25,6 +28,7 @@ pub(crate) mod scheduled;
 pub(crate) mod state;
 pub(crate) mod unwind;
 
+pub(crate) use alarm::{Alarm, Rang};
 pub(crate) use cell::TaskCell;
 pub(crate) use context::TaskContext;
 pub(crate) use entry::{TimerEntry, WallTask};

@@ -1082,7 +1082,7 @@ mod loom_model {
             let w2 = {
                 let pool = Arc::clone(&pool);
                 thread::spawn(move || {
-                    for job in pool.timer.drain() {
+                    for job in pool.timer.drain(&*pool) {
                         job.run(&*pool);
                     }
                 })
@@ -1171,7 +1171,7 @@ mod loom_model {
                 n => panic!("{n} runs"),
             }
             let dead = pool.timer.dead_count();
-            let jobs = pool.timer.drain();
+            let jobs = pool.timer.drain(&*pool);
             assert!(
                 dead + 1 >= jobs.len() as u64,
                 "the stale entries are counted"

@@ -82,7 +82,7 @@ use super::error::TaskError;
 const LIFECYCLE: usize = 0b11;
 pub(crate) const SCHEDULED: usize = 0;
 pub(crate) const RUNNING: usize = 1;
-const COMPLETE: usize = 2;
+pub(crate) const COMPLETE: usize = 2;
 pub(crate) const CANCELLED: usize = 3;
 const WAITER: usize = 0b100;
 /// A periodic task was cancelled while it ran: no further run.

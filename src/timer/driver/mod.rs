@@ -201,9 +201,19 @@ impl Timer {
     /// timer thread does (under the same lock).
     pub(crate) fn hand_over_at(&self, pool: &impl Workers, now: Nanos) {
         self.check_wall(pool, now);
-        let mut queue = self.queue.lock();
-        while !self.apply_commands(&mut queue, now) {}
-        hand_over_due(pool, &mut queue, now);
+        let rung = {
+            let mut queue = self.queue.lock();
+            while !self.apply_commands(&mut queue, now) {}
+            hand_over_due(pool, &mut queue, now)
+        };
+        let alarms = !rung.is_empty();
+        ring(rung, pool);
+        if alarms && pool.is_shut_down() && self.pending() == 0 {
+            // Idle workers may wait for the last delayed work, and an alarm
+            // leaves no job whose end would wake them (the timer thread's
+            // turn does the same for its own hand-overs).
+            pool.wake_all();
+        }
     }
 
     /// For a manual clock's `advance`: true if no command waits and
@@ -310,11 +320,13 @@ fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
     let timer = pool.timer();
     timer.armed.store(0, Ordering::SeqCst);
     let watching_wall = timer.check_wall(pool, now());
+    let mut rung = Vec::new();
     let (locked, doomed) = {
         let mut queue = timer.queue.lock();
-        let locked = turn_locked(pool, &mut queue, &now);
+        let locked = turn_locked(pool, &mut queue, &now, &mut rung);
         (locked, timer.take_doomed())
     };
+    ring(rung, pool);
     if !doomed.is_empty() {
         timer.cancel_doomed(doomed, pool);
         if locked.is_some() {
@@ -355,10 +367,15 @@ struct Rest {
 
 /// The part of a [`turn`] under the backend lock: `None` if the timer
 /// thread exits, else what the rest of the turn needs.
-fn turn_locked(pool: &impl Workers, queue: &mut Queue, now: impl Fn() -> Nanos) -> Option<Rest> {
+fn turn_locked(
+    pool: &impl Workers,
+    queue: &mut Queue,
+    now: impl Fn() -> Nanos,
+    rung: &mut Vec<Entry>,
+) -> Option<Rest> {
     let timer = pool.timer();
     timer.apply_commands(queue, now());
-    hand_over_due(pool, queue, now());
+    *rung = hand_over_due(pool, queue, now());
     timer.sweep_if_due(queue, now());
     if pool.is_stopped() {
         return None;
@@ -398,21 +415,45 @@ fn turn_locked(pool: &impl Workers, queue: &mut Queue, now: impl Fn() -> Nanos) 
 /// A cancelled task that fell due before a sweep took it out is pushed
 /// too, and the worker skips it: looking at its state here would cost the
 /// timer thread a cache miss on every task it hands over.
-fn hand_over_due(pool: &impl Workers, queue: &mut Queue, now: Nanos) {
+///
+/// Returns the due entries that are no task (timer futures' alarms), for
+/// [`ring`] once the lock is released: ringing one wakes a waker, user
+/// code, which may schedule (and wait for room in the command queue,
+/// under this lock) or do anything else.
+fn hand_over_due(pool: &impl Workers, queue: &mut Queue, now: Nanos) -> Vec<Entry> {
+    let mut rung = Vec::new();
     let mut handed = 0;
+    let mut popped = 0;
     while let Some((_, entry)) = queue.pop_due(now) {
+        popped += 1;
+        if !entry.is_task() {
+            rung.push(entry);
+            continue;
+        }
         pool.hand_over(entry.into_job());
         handed += 1;
         if handed == 1 {
             pool.notify();
         }
     }
-    if handed > 0 {
+    if popped > 0 {
         // Only after the pushes: a task leaves `pending` once it is on the
-        // injector (module doc).
-        pool.timer().pending.fetch_sub(handed, Ordering::SeqCst);
+        // injector (module doc); an alarm once it is out of the backend.
+        pool.timer().pending.fetch_sub(popped, Ordering::SeqCst);
         if handed > 1 {
             pool.notify();
+        }
+    }
+    rung
+}
+
+/// Expires the alarms [`hand_over_due`] found due, on this thread, without
+/// the backend lock: each wakes its future's waker (a panic of which goes
+/// to the `on_panic` hook through `ctx`).
+fn ring(rung: Vec<Entry>, ctx: &dyn TaskContext) {
+    for entry in rung {
+        if let Some(job) = entry.expire(ctx) {
+            unreachable!("only alarms are rung, and they have no job: {job:?}");
         }
     }
 }

@@ -148,14 +148,24 @@ impl Timer {
 
     /// Takes every task out (for `shutdown_now`): those in the backend,
     /// those still in the command queue, and those the shutdown policies
-    /// dropped that the timer thread has not cancelled yet.
-    pub(crate) fn drain(&self) -> Vec<Job> {
-        let mut queue = self.queue.lock();
-        while !self.apply_commands(&mut queue, self.clock.now()) {}
-        let mut entries = queue.drain();
-        entries.append(&mut self.take_doomed());
-        self.pending.fetch_sub(entries.len(), Ordering::SeqCst);
-        entries.into_iter().map(|entry| entry.into_job()).collect()
+    /// dropped that the timer thread has not cancelled yet. Timer futures'
+    /// alarms are discarded instead (their futures woken, through `ctx`,
+    /// after the lock is released): they are no task to return.
+    pub(crate) fn drain(&self, ctx: &dyn TaskContext) -> Vec<Job> {
+        let entries = {
+            let mut queue = self.queue.lock();
+            while !self.apply_commands(&mut queue, self.clock.now()) {}
+            let mut entries = queue.drain();
+            entries.append(&mut self.take_doomed());
+            self.pending.fetch_sub(entries.len(), Ordering::SeqCst);
+            entries
+        };
+        let (tasks, alarms): (Vec<Entry>, Vec<Entry>) =
+            entries.into_iter().partition(|entry| entry.is_task());
+        for alarm in alarms {
+            alarm.into_job().cancel(ctx);
+        }
+        tasks.into_iter().map(|entry| entry.into_job()).collect()
     }
 }
 

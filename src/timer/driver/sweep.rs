@@ -211,7 +211,7 @@ mod loom_model {
         assert!(handle.cancel());
         timer.join().unwrap();
         // A removal the timer thread did not need may still be queued.
-        assert!(pool.timer.drain().is_empty());
+        assert!(pool.timer.drain(&*pool).is_empty());
         assert_eq!(pool.timer.pending(), 0);
         assert_eq!(drops.drops(), 1);
     }

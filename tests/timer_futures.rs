@@ -1,0 +1,428 @@
+//! The timer futures (`chronopool::future`): `sleep`, `sleep_until`,
+//! `timeout` and `interval`, under a hand-written poller that counts wakes,
+//! on a manual clock (exact times), and under two real runtimes (tokio and
+//! smol) on the real clock (bounds that hold on a loaded machine: never
+//! early, and done long before a generous deadline).
+#![cfg(not(loom))]
+
+mod common;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use chronopool::future::Sleep;
+use chronopool::{MissedRuns, ScheduledExecutor, TimerQueue};
+use common::{eventually, manual_pool, quiet_expected_panics};
+
+const QUEUES: [fn() -> TimerQueue; 3] = [
+    TimerQueue::heap,
+    TimerQueue::hashed_wheel,
+    TimerQueue::hierarchical_wheel,
+];
+
+const MS: Duration = Duration::from_millis(1);
+
+/// A waker that counts its wakes.
+#[derive(Default)]
+struct Counting(AtomicUsize);
+
+impl Wake for Counting {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl Counting {
+    fn wakes(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+fn counting() -> (Arc<Counting>, Waker) {
+    let counter = Arc::new(Counting::default());
+    (counter.clone(), Waker::from(counter))
+}
+
+/// One poll of `future` with `waker`.
+fn poll_once<F: Future + Unpin>(future: &mut F, waker: &Waker) -> Poll<F::Output> {
+    Pin::new(future).poll(&mut Context::from_waker(waker))
+}
+
+#[test]
+fn one_wake_per_expiry_on_the_manual_clock_and_none_after_the_end() {
+    for queue in QUEUES {
+        let (pool, clock) = manual_pool(queue(), 1);
+        let mut sleep = pool.sleep(10 * MS);
+        let (counter, waker) = counting();
+        assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+        clock.advance(9 * MS);
+        assert_eq!(counter.wakes(), 0, "never early");
+        assert!(!sleep.is_elapsed());
+        clock.advance(MS);
+        assert_eq!(counter.wakes(), 1, "woken by `advance`, on its thread");
+        assert!(sleep.is_elapsed());
+        assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+        assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()), "fused");
+        drop(sleep);
+        clock.advance(100 * MS);
+        assert_eq!(counter.wakes(), 1, "exactly one wake");
+        assert_eq!(pool.metrics().scheduled_tasks, 0);
+    }
+}
+
+#[test]
+fn a_repoll_with_a_new_waker_wakes_only_the_new_one() {
+    let (pool, clock) = manual_pool(TimerQueue::heap(), 1);
+    let mut sleep = pool.sleep(5 * MS);
+    let (old, old_waker) = counting();
+    let (new, new_waker) = counting();
+    assert_eq!(poll_once(&mut sleep, &old_waker), Poll::Pending);
+    assert_eq!(poll_once(&mut sleep, &new_waker), Poll::Pending);
+    drop((old_waker, new_waker));
+    clock.advance(5 * MS);
+    assert_eq!((old.wakes(), new.wakes()), (0, 1));
+    assert_eq!(Arc::strong_count(&old), 1, "the replaced waker was dropped");
+    assert_eq!(Arc::strong_count(&new), 1, "the woken one too");
+}
+
+#[test]
+fn a_sleep_dropped_before_its_deadline_leaves_the_timer_and_is_never_woken() {
+    for queue in QUEUES {
+        let (pool, clock) = manual_pool(queue(), 1);
+        let counters: Vec<_> = (0..1000)
+            .map(|i| {
+                let mut sleep = pool.sleep(Duration::from_secs(3600 + i));
+                let (counter, waker) = counting();
+                assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+                (sleep, counter)
+            })
+            .collect();
+        assert_eq!(pool.metrics().scheduled_tasks, 1000);
+        let counters: Vec<_> = counters
+            .into_iter()
+            .map(|(sleep, counter)| {
+                drop(sleep);
+                counter
+            })
+            .collect();
+        // The timer sweeps the dropped entries out (long before their
+        // deadlines, which the manual clock never reaches here).
+        assert!(eventually(|| pool.metrics().scheduled_tasks == 0));
+        for counter in &counters {
+            assert_eq!(Arc::strong_count(counter), 1, "no waker is kept");
+        }
+        clock.advance(Duration::from_secs(2 * 3600));
+        assert!(counters.iter().all(|c| c.wakes() == 0));
+    }
+}
+
+#[test]
+fn a_sleep_first_polled_after_its_deadline_ends_without_registering() {
+    let (pool, clock) = manual_pool(TimerQueue::heap(), 1);
+    let mut sleep = pool.sleep(MS);
+    clock.advance(MS);
+    let (counter, waker) = counting();
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+    assert_eq!(counter.wakes(), 0);
+    assert_eq!(pool.metrics().scheduled_tasks, 0);
+    let mut zero = pool.sleep(Duration::ZERO);
+    assert_eq!(poll_once(&mut zero, &waker), Poll::Ready(()));
+}
+
+#[test]
+fn sleep_until_and_reset_follow_the_executor_clock() {
+    let (pool, clock) = manual_pool(TimerQueue::hierarchical_wheel(), 1);
+    let start = clock.now();
+    let mut sleep = pool.sleep_until(start + 20 * MS);
+    assert_eq!(sleep.deadline(), start + 20 * MS);
+    let (counter, waker) = counting();
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    sleep.reset(start + 50 * MS);
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    clock.advance(20 * MS);
+    assert_eq!(counter.wakes(), 0, "the old deadline is gone");
+    clock.advance(30 * MS);
+    assert_eq!(counter.wakes(), 1);
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+}
+
+#[test]
+fn a_timeout_gives_the_inner_output_or_elapsed_at_its_deadline() {
+    let (pool, clock) = manual_pool(TimerQueue::heap(), 1);
+    let (_, waker) = counting();
+    let mut quick = Box::pin(pool.timeout(10 * MS, async { 7 }));
+    assert_eq!(
+        quick.as_mut().poll(&mut Context::from_waker(&waker)),
+        Poll::Ready(Ok(7))
+    );
+    let (counter, waker) = counting();
+    let mut never = Box::pin(pool.timeout(10 * MS, std::future::pending::<u8>()));
+    assert!(never
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    clock.advance(9 * MS);
+    assert_eq!(counter.wakes(), 0);
+    clock.advance(MS);
+    assert_eq!(counter.wakes(), 1);
+    match never.as_mut().poll(&mut Context::from_waker(&waker)) {
+        Poll::Ready(Err(elapsed)) => assert_eq!(elapsed.to_string(), "the deadline has elapsed"),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// Polls `interval.tick()` once with `waker`.
+fn tick(interval: &mut chronopool::future::Interval, waker: &Waker) -> Poll<Instant> {
+    interval.poll_tick(&mut Context::from_waker(waker))
+}
+
+#[test]
+fn an_interval_ticks_at_once_then_every_period_and_handles_missed_ticks() {
+    for (missed, after_gap) in [
+        // A gap of 35 ms after the tick due at 10 (now 45): the tick due
+        // at 20 ends at once, late; then Burst catches up with 30 and 40,
+        // Skip goes on at 50, Delay a period after the late tick.
+        (MissedRuns::Burst, vec![20, 30, 40, 50]),
+        (MissedRuns::Skip, vec![20, 50, 60]),
+        (MissedRuns::Delay, vec![20, 55]),
+    ] {
+        let (pool, clock) = manual_pool(TimerQueue::heap(), 1);
+        let start = clock.now();
+        let at = |ms: u32| start + MS * ms;
+        let mut interval = pool.interval(10 * MS).missed_runs(missed);
+        let (counter, waker) = counting();
+        assert_eq!(tick(&mut interval, &waker), Poll::Ready(at(0)), "at once");
+        assert_eq!(tick(&mut interval, &waker), Poll::Pending);
+        clock.advance(10 * MS);
+        assert_eq!(counter.wakes(), 1);
+        assert_eq!(tick(&mut interval, &waker), Poll::Ready(at(10)));
+        clock.advance(35 * MS); // now 45
+        let mut seen = Vec::new();
+        while seen.len() < after_gap.len() {
+            match tick(&mut interval, &waker) {
+                Poll::Ready(due) => seen.push((due - start).as_millis() as u64),
+                Poll::Pending => clock.advance(5 * MS),
+            }
+        }
+        assert_eq!(seen, after_gap, "{missed:?}");
+    }
+}
+
+#[test]
+fn shutdown_discards_or_keeps_timer_futures_as_it_does_delayed_tasks() {
+    // shutdown_now: a registered sleep ends at once, not elapsed, and is
+    // not returned as a task.
+    let (pool, _clock) = manual_pool(TimerQueue::heap(), 1);
+    let mut sleep = pool.sleep(Duration::from_secs(60));
+    let (counter, waker) = counting();
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    assert!(pool.shutdown_now().is_empty(), "a timer future is no task");
+    assert_eq!(counter.wakes(), 1, "woken to see it");
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+    assert!(!sleep.is_elapsed());
+    // First polled after shutdown: ends at once.
+    let mut late = pool.sleep(Duration::from_secs(60));
+    assert_eq!(poll_once(&mut late, &waker), Poll::Ready(()));
+    assert!(!late.is_elapsed());
+
+    // Graceful shutdown keeps delayed work by default: the sleep still
+    // ends at its deadline, and the pool waits for it.
+    let (pool, clock) = manual_pool(TimerQueue::heap(), 1);
+    let mut sleep = pool.sleep(10 * MS);
+    let (counter, waker) = counting();
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    pool.shutdown();
+    assert!(!pool.await_termination(Duration::from_millis(50)));
+    clock.advance(10 * MS);
+    assert_eq!(counter.wakes(), 1);
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+    assert!(sleep.is_elapsed());
+    assert!(pool.await_termination(common::PATIENCE));
+
+    // An executor that discards delayed work at shutdown discards them.
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .keep_delayed_tasks_on_shutdown(false)
+        .build()
+        .unwrap();
+    let mut sleep = pool.sleep(Duration::from_secs(60));
+    let (counter, waker) = counting();
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    pool.shutdown();
+    assert!(eventually(|| counter.wakes() == 1));
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+    assert!(!sleep.is_elapsed());
+    assert!(pool.await_termination(common::PATIENCE));
+}
+
+/// A waker whose `wake` panics, and one whose `wake` drops the last
+/// handle to the executor.
+#[test]
+fn hostile_wakers_do_not_hurt_the_timer() {
+    quiet_expected_panics();
+    struct Panicking;
+    impl Wake for Panicking {
+        fn wake(self: Arc<Self>) {
+            panic!("expected: a timer future's waker panicked");
+        }
+    }
+    let panics = Arc::new(AtomicUsize::new(0));
+    let seen = panics.clone();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .on_panic(move |_| {
+            seen.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let mut sleep = pool.sleep(MS);
+    let waker = Waker::from(Arc::new(Panicking));
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    assert!(eventually(|| panics.load(Ordering::SeqCst) == 1));
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
+    // The timer still works.
+    assert_eq!(pool.schedule(|| 5, MS).unwrap().join().unwrap(), 5);
+
+    struct DropsThePool(std::sync::Mutex<Option<ScheduledExecutor>>);
+    impl Wake for DropsThePool {
+        fn wake(self: Arc<Self>) {
+            drop(self.0.lock().unwrap().take());
+        }
+    }
+    let waker_state = Arc::new(DropsThePool(std::sync::Mutex::new(Some(pool.clone()))));
+    let mut sleep = pool.sleep(MS);
+    let waker = Waker::from(waker_state.clone());
+    assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
+    drop(pool);
+    // The waker, on the timer thread, drops the last handle: the pool
+    // shuts down (it discards its timers, so the sleep has ended either way).
+    assert!(eventually(|| waker_state.0.lock().unwrap().is_none()));
+}
+
+#[test]
+fn a_sleep_dropped_as_it_expires_is_woken_at_most_once_and_accounted() {
+    for queue in QUEUES {
+        let pool = common::pool(queue(), 2);
+        const N: usize = 2000;
+        let start = Instant::now();
+        let sleeps: Vec<(Sleep, Arc<Counting>)> = (0..N)
+            .map(|i| {
+                let mut sleep =
+                    pool.sleep_until(start + Duration::from_micros(500 * (i % 8) as u64));
+                let (counter, waker) = counting();
+                let _ = poll_once(&mut sleep, &waker);
+                (sleep, counter)
+            })
+            .collect();
+        // Dropped from another thread while they fall due.
+        let barrier = Arc::new(Barrier::new(2));
+        let dropper = {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                barrier.wait();
+                sleeps
+                    .into_iter()
+                    .map(|(sleep, counter)| {
+                        drop(sleep);
+                        counter
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        barrier.wait();
+        let counters = dropper.join().unwrap();
+        assert!(eventually(|| pool.metrics().scheduled_tasks == 0));
+        std::thread::sleep(10 * MS);
+        for counter in &counters {
+            assert!(counter.wakes() <= 1, "woken at most once");
+            assert_eq!(Arc::strong_count(counter), 1, "no waker kept");
+        }
+    }
+}
+
+/// Never early, on the real clock, from a runtime's task.
+async fn sleeps_then_times_out(pool: ScheduledExecutor) {
+    let start = Instant::now();
+    pool.sleep(20 * MS).await;
+    assert!(start.elapsed() >= 20 * MS, "never early");
+    let late = pool
+        .timeout(10 * MS, async { pool.sleep(Duration::from_secs(60)).await })
+        .await;
+    assert!(late.is_err());
+    assert_eq!(
+        pool.timeout(Duration::from_secs(60), async { 3 }).await,
+        Ok(3)
+    );
+    let mut interval = pool.interval(5 * MS);
+    let first = interval.tick().await;
+    let third = {
+        interval.tick().await;
+        interval.tick().await
+    };
+    assert_eq!(third - first, 10 * MS);
+    assert!(Instant::now() >= third);
+}
+
+#[test]
+fn works_under_tokio() {
+    let pool = common::pool(TimerQueue::heap(), 2);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    runtime.block_on(sleeps_then_times_out(pool.clone()));
+    // Ten thousand sleeps as tokio tasks, each never early.
+    let late = runtime.block_on(async {
+        let tasks: Vec<_> = (0..10_000u64)
+            .map(|i| {
+                let pool = pool.clone();
+                tokio::spawn(async move {
+                    let deadline = Instant::now() + Duration::from_micros(i % 2000);
+                    pool.sleep_until(deadline).await;
+                    Instant::now() >= deadline
+                })
+            })
+            .collect();
+        let mut on_time = 0;
+        for task in tasks {
+            on_time += usize::from(task.await.unwrap());
+        }
+        on_time
+    });
+    assert_eq!(late, 10_000, "every sleep ended at or after its deadline");
+    assert!(eventually(|| pool.metrics().scheduled_tasks == 0));
+}
+
+#[test]
+fn works_under_smol() {
+    let pool = common::pool(TimerQueue::hierarchical_wheel(), 2);
+    smol::block_on(sleeps_then_times_out(pool.clone()));
+    let executor = smol::Executor::new();
+    let done = smol::block_on(executor.run(async {
+        let tasks: Vec<_> = (0..1000u64)
+            .map(|i| {
+                let pool = pool.clone();
+                executor.spawn(async move {
+                    pool.sleep(Duration::from_micros(i * 3)).await;
+                    1
+                })
+            })
+            .collect();
+        let mut done = 0;
+        for task in tasks {
+            done += task.await;
+        }
+        done
+    }));
+    assert_eq!(done, 1000);
+}
+
+#[test]
+fn works_under_a_minimal_block_on() {
+    let pool = common::pool(TimerQueue::hashed_wheel(), 1);
+    common::block_on(sleeps_then_times_out(pool));
+}
