@@ -51,6 +51,10 @@ ROWS = [
     ("idle", "idle_cpu_ms", "idle · CPU ms in 5 s"),
     ("latency", "late_p50_us", "latency · late p50 µs"),
     ("latency", "late_p99_us", "latency · late p99 µs"),
+    ("sleep-future", "insert_ns_per_op", "sleep-future · insert ns/op"),
+    ("sleep-future", "late_p50_us", "sleep-future · late p50 µs"),
+    ("sleep-future", "late_p99_us", "sleep-future · late p99 µs"),
+    ("sleep-future", "bytes_per_pending", "sleep-future · bytes per pending"),
 ]
 
 KEPT_UP = 0.99
@@ -59,6 +63,11 @@ NAMES = {
     "chronopool-heap": "heap",
     "chronopool-hashed-wheel": "hashed wheel",
     "chronopool-hierarchical-wheel": "hierarchical wheel",
+    "chronopool-heap-sleep": "heap",
+    "chronopool-hashed-wheel-sleep": "hashed wheel",
+    "chronopool-hierarchical-wheel-sleep": "hierarchical wheel",
+    "tokio-sleep": "tokio::time::sleep",
+    "async-io-timer": "async-io Timer",
     "scheduled-thread-pool": "scheduled-thread-pool",
     "jdk-forkjoin": "ForkJoinPool",
     "jdk-stpe": "JDK STPE",
@@ -173,7 +182,16 @@ def main(argv=None):
     if not runs:
         print("table.py: no run with chronopool's systems", file=sys.stderr)
         return 1
-    queues = [s for s in NAMES if s.startswith("chronopool") and any((s, w, m) in runs[0] for w, m, _ in ROWS)]
+    # A queue's column holds its executor's figures and, for sleep-future,
+    # those of its timer futures (system "<queue>-sleep").
+    def system(q, workload):
+        return q + "-sleep" if workload == "sleep-future" else q
+
+    queues = [
+        s for s in NAMES
+        if s.startswith("chronopool") and not s.endswith("-sleep")
+        and any((system(s, w), w, m) in runs[0] for w, m, _ in ROWS)
+    ]
     if args.all_queues:
         head = ["workload · metric"] + [NAMES[q] for q in queues] + ["best Rust peer", "best JVM peer"]
     else:
@@ -181,13 +199,14 @@ def main(argv=None):
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for workload, metric, label in ROWS:
-        if not any((q, workload, metric) in run for run in runs for q in queues):
+        if not any((system(q, workload), workload, metric) in run for run in runs for q in queues):
             continue
         row = [label]
         if args.all_queues:
             for q in queues:
-                values = [run.get((q, workload, metric)) for run in runs]
-                row.append(cell(metric, None if None in values else (q, values), named=False))
+                s = system(q, workload)
+                values = [run.get((s, workload, metric)) for run in runs]
+                row.append(cell(metric, None if None in values else (s, values), named=False))
         else:
             row.append(cell(metric, best(runs, "chronopool", workload, metric)))
         row.append(cell(metric, best(runs, "rust", workload, metric)))

@@ -39,6 +39,7 @@
 
 mod measure;
 mod report;
+mod sleeps;
 mod spawn;
 mod systems;
 mod timers;

@@ -24,11 +24,13 @@ pub enum Workload {
     Idle,
     /// One 1 ms timer at a time.
     Latency,
+    /// A million sleep futures on a tokio runtime.
+    SleepFuture,
 }
 
 impl Workload {
     /// Every workload, in output order.
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Spawn,
         Workload::SpawnTree,
         Workload::TimerFire,
@@ -36,6 +38,7 @@ impl Workload {
         Workload::Periodic,
         Workload::Idle,
         Workload::Latency,
+        Workload::SleepFuture,
     ];
 
     /// The name in the spec and in the output.
@@ -48,6 +51,7 @@ impl Workload {
             Workload::Periodic => "periodic",
             Workload::Idle => "idle",
             Workload::Latency => "latency",
+            Workload::SleepFuture => "sleep-future",
         }
     }
 

@@ -4,7 +4,9 @@
 //! thread: `spawn`), and where it can, [`SpawnInside`] (tasks submitting
 //! tasks: `spawn-tree`) and [`Timers`] (one-shot and fixed-rate delayed
 //! tasks with cancel handles: `timer-fire`, `cancel`, `periodic`, `idle`,
-//! `latency`). A workload a system cannot do is not registered for it, so
+//! `latency`). The timers of `sleep-future` are systems of their own
+//! ([`SleepTimer`]: a sleep future polled by a tokio runtime). A workload
+//! a system cannot do is not registered for it, so
 //! it prints no line. The workloads are generic over these traits: task
 //! closures reach each system unboxed, as user code would pass them.
 
@@ -13,10 +15,11 @@ use std::time::{Duration, Instant};
 use chronopool::TimerQueue;
 
 use crate::workload::{Metrics, Params, Workload};
-use crate::{spawn, timers};
+use crate::{sleeps, spawn, timers};
 
 mod chronopool_sys;
 mod rayon_peer;
+mod sleep_timers;
 mod stp_peer;
 mod threadpool_peer;
 mod tokio_peer;
@@ -36,9 +39,49 @@ const CHRONOPOOL: &[(&str, QueueFn)] = &[
     ),
 ];
 
+/// The sleep-future systems of chronopool: its executor's timer futures,
+/// on each timer queue.
+const CHRONOPOOL_SLEEP: &[(&str, QueueFn)] = &[
+    ("chronopool-heap-sleep", TimerQueue::heap),
+    ("chronopool-hashed-wheel-sleep", TimerQueue::hashed_wheel),
+    (
+        "chronopool-hierarchical-wheel-sleep",
+        TimerQueue::hierarchical_wheel,
+    ),
+];
+
 /// Every system, in output order: chronopool's, then the peers (named as
 /// in the shared peer harness, so that figures are comparable).
 pub fn all() -> Vec<Entry> {
+    let mut all = executors();
+    all.extend(CHRONOPOOL_SLEEP.iter().map(|&(name, queue)| {
+        sleep_entry::<sleep_timers::ChronopoolSleep>(name, Kind::Chronopool, queue)
+    }));
+    all.push(sleep_entry::<sleep_timers::TokioSleep>(
+        "tokio-sleep",
+        Kind::Peer,
+        (),
+    ));
+    all.push(sleep_entry::<sleep_timers::AsyncIoTimer>(
+        "async-io-timer",
+        Kind::Peer,
+        (),
+    ));
+    all
+}
+
+/// A sleep-future system: it does `sleep-future` only.
+fn sleep_entry<S: SleepTimer>(name: &'static str, kind: Kind, config: S::Config) -> Entry {
+    let run: RunFn = Box::new(move |p| sleeps::sleep_future::<S>(&config, p));
+    Entry {
+        name,
+        kind,
+        runs: vec![(Workload::SleepFuture, run)],
+    }
+}
+
+/// The executors: chronopool's, then the peers.
+fn executors() -> Vec<Entry> {
     let ours = CHRONOPOOL.iter().map(|&(name, queue)| {
         Register::<chronopool_sys::Chronopool>::new(name, Kind::Chronopool, queue)
             .tree()
@@ -78,6 +121,25 @@ pub trait Executor: Sized + 'static {
 
     /// Stops the executor, discarding what is still pending, and waits for
     /// its threads where the system offers a way to.
+    fn shutdown(self) -> Result<(), String>;
+}
+
+/// A timer's sleep future (`sleep-future`), polled by a tokio runtime.
+pub trait SleepTimer: Sized + 'static {
+    /// What tells systems of one implementation apart (chronopool's timer
+    /// queue); `()` for the peers.
+    type Config: Copy + 'static;
+    /// Its sleep future.
+    type Sleep: std::future::Future<Output = ()> + Send + 'static;
+
+    /// Starts the timer (an executor with `threads` workers, where it
+    /// takes one).
+    fn start(config: &Self::Config, threads: usize) -> Result<Self, String>;
+
+    /// A sleep until `deadline`; called inside the polling runtime.
+    fn sleep_until(&self, deadline: Instant) -> Self::Sleep;
+
+    /// Stops the timer.
     fn shutdown(self) -> Result<(), String>;
 }
 
