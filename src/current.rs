@@ -1,6 +1,7 @@
 //! Submitting from inside a task to the executor that runs it, without
 //! carrying a handle to that executor: [`submit`], [`execute`] and
-//! [`schedule`].
+//! [`schedule`]; and asking whether the running task should stop:
+//! [`cancelled`].
 //!
 //! These find the executor through the worker thread they are called on, so
 //! a task tree submitted with `execute` costs no reference counting of the
@@ -11,6 +12,7 @@ use std::time::Duration;
 use crate::handle::{ScheduledHandle, TaskHandle};
 use crate::pool::{worker, SubmitError, SubmitErrorKind};
 use crate::sync::Arc;
+use crate::task::running;
 use crate::time::clock;
 
 /// Submits `f` to the executor whose worker thread is calling, into that
@@ -107,4 +109,38 @@ where
         }
         None => Err(SubmitError::new(f, SubmitErrorKind::NotOnWorker)),
     })
+}
+
+/// True if the task running on this thread was asked to stop: its
+/// time-out came ([`submit_with_timeout`](crate::ScheduledExecutor::submit_with_timeout)),
+/// it was cancelled while running (a `cancel()` that came too late to stop
+/// it from starting, which still returns false), or its executor was shut
+/// down with [`shutdown_now`](crate::ScheduledExecutor::shutdown_now).
+/// Rust has no way to interrupt a thread: a long task that checks this
+/// between steps is what stops early. False outside a task.
+///
+/// ```
+/// use chronopool::ScheduledExecutor;
+/// use std::time::Duration;
+///
+/// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+/// let (started, wait) = std::sync::mpsc::channel();
+/// let crunch = pool.submit(move || {
+///     started.send(()).unwrap();
+///     let mut steps = 0u64;
+///     while !chronopool::cancelled() {
+///         steps += 1; // a step of work
+///         std::thread::yield_now();
+///     }
+///     steps
+/// })?;
+/// wait.recv()?;
+/// assert!(!crunch.cancel(), "it had started: not stopped from starting");
+/// assert!(crunch.join()? > 0, "but it stopped, when it next looked");
+/// assert!(!chronopool::cancelled(), "not in a task here");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn cancelled() -> bool {
+    running::stop_requested() == Some(true)
+        || worker::with_current(|ctx| ctx.is_some_and(|ctx| ctx.pool.lifecycle.is_stopped()))
 }

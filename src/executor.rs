@@ -138,6 +138,118 @@ impl ScheduledExecutor {
         Ok(TaskHandle::new(cell, Arc::clone(pool)))
     }
 
+    /// Runs `f` on a worker, as [`submit`](Self::submit) does, with a
+    /// time-out (the JDK 25 `ForkJoinPool.submitWithTimeout`): if `f` has
+    /// not started `timeout` from now, it never runs and its closure is
+    /// dropped; if it is running, it is asked to stop
+    /// ([`chronopool::cancelled`](crate::cancelled) turns true in it) and
+    /// the handle returns [`TaskError::TimedOut`](crate::TaskError::TimedOut)
+    /// at once (the run's output, if it comes, is dropped). The timer
+    /// thread times it out: no thread waits for it.
+    ///
+    /// ```
+    /// use chronopool::{ScheduledExecutor, TaskError};
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let slow = pool.submit_with_timeout(
+    ///     || {
+    ///         while !chronopool::cancelled() {
+    ///             std::thread::sleep(Duration::from_millis(1)); // a step of work
+    ///         }
+    ///         "stopped when asked"
+    ///     },
+    ///     Duration::from_millis(20),
+    /// )?;
+    /// assert!(matches!(slow.join(), Err(TaskError::TimedOut)));
+    /// let quick = pool.submit_with_timeout(|| 7, Duration::from_secs(60))?;
+    /// assert_eq!(quick.join()?, 7);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// After shutdown: [`SubmitErrorKind::Shutdown`](crate::SubmitErrorKind::Shutdown), with `f` given back.
+    pub fn submit_with_timeout<F, T>(
+        &self,
+        f: F,
+        timeout: Duration,
+    ) -> Result<TaskHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        self.submit_with_deadline(f, timeout, None::<fn() -> T>)
+    }
+
+    /// [`submit_with_timeout`](Self::submit_with_timeout), but a time-out
+    /// gives the handle the value of `fallback` instead of
+    /// [`TaskError::TimedOut`](crate::TaskError::TimedOut) (as the JDK's
+    /// `submitWithTimeout` with a fallback does). `fallback` runs on the
+    /// thread that joins the handle, once, and only if the time-out won;
+    /// a panic in it is the handle's [`TaskError::Panicked`](crate::TaskError::Panicked).
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// let price = pool.submit_with_timeout_or(
+    ///     move || { let _ = rx.recv(); 120 }, // waits for a quote
+    ///     Duration::from_millis(10),
+    ///     || 100,                             // the list price
+    /// )?;
+    /// assert_eq!(price.join()?, 100);
+    /// drop(tx);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// After shutdown: [`SubmitErrorKind::Shutdown`](crate::SubmitErrorKind::Shutdown), with `f` given back.
+    pub fn submit_with_timeout_or<F, T, G>(
+        &self,
+        f: F,
+        timeout: Duration,
+        fallback: G,
+    ) -> Result<TaskHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+        G: FnOnce() -> T + Send + 'static,
+    {
+        self.submit_with_deadline(f, timeout, Some(fallback))
+    }
+
+    fn submit_with_deadline<F, T, G>(
+        &self,
+        f: F,
+        timeout: Duration,
+        fallback: Option<G>,
+    ) -> Result<TaskHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+        G: FnOnce() -> T + Send + 'static,
+    {
+        let pool = self.pool();
+        let deadline = pool
+            .timer
+            .clock
+            .now()
+            .saturating_add(crate::time::clock::nanos(timeout));
+        let cell = worker::with_current(|ctx| {
+            pool.submit_with_deadline(
+                ctx.filter(|ctx| ctx.belongs_to(pool)),
+                f,
+                deadline,
+                fallback,
+            )
+        })?;
+        Ok(TaskHandle::new(cell, Arc::clone(pool)))
+    }
+
     /// Runs `f` on a worker, without a handle (fire and forget). A panic of
     /// `f` goes to the `on_panic` hook and the panic counters.
     ///

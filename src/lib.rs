@@ -141,7 +141,7 @@ pub mod trigger;
 pub struct ReadmeDoctests;
 
 pub use builder::{Builder, MAX_TIMER_SPIN, MAX_WORKER_THREADS};
-pub use current::{execute, schedule, submit};
+pub use current::{cancelled, execute, schedule, submit};
 pub use error::{BuildError, JoinTimeoutError};
 pub use executor::{ScheduledExecutor, WeakExecutor};
 pub use handle::{CancelHandle, PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle};

@@ -172,8 +172,10 @@ impl<T> TaskHandle<T> {
 
     /// Cancels the task if it has not started: returns true iff this call
     /// stopped it from running. Its closure is dropped right away and
-    /// [`join`](Self::join) returns [`TaskError::Cancelled`]. A task that
-    /// is running or finished is not affected (false).
+    /// [`join`](Self::join) returns [`TaskError::Cancelled`]. A running
+    /// task is asked to stop ([`chronopool::cancelled`](crate::cancelled)
+    /// turns true in it) and runs on until it does (false: it was not
+    /// stopped from starting); a finished one is not affected (false).
     ///
     /// If dropping the closure panics, the panic goes to the executor's
     /// [`on_panic`](crate::Builder::on_panic) hook; it does not unwind from

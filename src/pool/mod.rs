@@ -43,8 +43,8 @@ use crate::sync::deque::{Injector, Steal, Stealer, Worker};
 use crate::sync::{fence, Arc, CachePadded, Ordering, StdArc};
 use crate::task::recurring::Body;
 use crate::task::{
-    Alarm, Job, PanicPayload, RecurringTask, ScheduledTask, TaskCell, TaskContext, TimerEntry,
-    WallTask,
+    Alarm, DeadlineTask, Job, PanicPayload, RecurringTask, ScheduledTask, TaskCell, TaskContext,
+    TimerEntry, WallTask,
 };
 use crate::time::manual::Driven;
 use crate::time::Clock;
@@ -183,6 +183,46 @@ impl Pool {
                 // Take the closure back before the refused job is given up
                 // (that would cancel the task and drop the closure).
                 let f = cell.reclaim();
+                job.cancel(self);
+                match f {
+                    Some(f) => Err(SubmitError::new(f, SubmitErrorKind::Shutdown)),
+                    None => unreachable!("a refused task never ran"),
+                }
+            }
+        }
+    }
+
+    /// Queues `f` as [`submit`](Self::submit) does, with a time-out at
+    /// `deadline` (nanoseconds on the timer's clock) handed to the timer
+    /// in the same admission (see `task/deadline.rs`); `fallback` gives
+    /// the handle's value if the time-out wins.
+    pub(crate) fn submit_with_deadline<F, T, G>(
+        &self,
+        worker: Option<&WorkerContext>,
+        f: F,
+        deadline: Nanos,
+        fallback: Option<G>,
+    ) -> Result<StdArc<DeadlineTask<F, T, G>>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+        G: FnOnce() -> T + Send + 'static,
+    {
+        if !self.enter() {
+            return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
+        }
+        let cell = StdArc::new(DeadlineTask::new(f, deadline, fallback));
+        // Counted as the timer's, whatever `max_scheduled_tasks`: it is a
+        // time-out, not a scheduled task.
+        self.timer.reinsert(cell.clone());
+        let pushed = self.push(worker, Job::task(StdArc::clone(&cell)));
+        self.leave();
+        match pushed {
+            Ok(()) => Ok(cell),
+            Err(job) => {
+                let f = cell.reclaim();
+                // Its time-out entry is dead now: swept out.
+                self.note_cancelled();
                 job.cancel(self);
                 match f {
                     Some(f) => Err(SubmitError::new(f, SubmitErrorKind::Shutdown)),

@@ -10,7 +10,8 @@ use crate::sync::StdArc;
 use super::context::TaskContext;
 use super::error::{PanicPayload, TaskError};
 use super::job::{RunOutcome, Runnable};
-use super::state::{Cancellable, Header, Joinable, CANCELLED, RUNNING};
+use super::running;
+use super::state::{Cancellable, Header, Joinable, TimeOut, CANCELLED, RUNNING};
 
 /// What the stage slot of a [`TaskCell`] holds.
 enum Stage<F, T> {
@@ -63,8 +64,13 @@ impl<F, T> TaskCell<F, T> {
     /// cancel, done whatever the user code below does), then the closure
     /// is dropped at once (it may hold large captures) and the waiter
     /// woken, through `ctx`.
+    ///
+    /// A task that is running is asked to stop instead (its closure sees
+    /// `chronopool::cancelled()`), and this returns false: it did not stop
+    /// it from starting.
     pub(crate) fn cancel_then(&self, ctx: &dyn TaskContext, counted: impl FnOnce()) -> bool {
         let Some(prev) = self.header.leave_scheduled(CANCELLED) else {
+            self.header.request_stop();
             return false;
         };
         counted();
@@ -73,6 +79,30 @@ impl<F, T> TaskCell<F, T> {
         // WAITER bit it returned is the last word on who to wake.
         if let Some(waker) = self.header.waiter_of(prev) {
             ctx.wake(waker);
+        }
+        true
+    }
+}
+
+impl<F, T> TaskCell<F, T> {
+    /// Times the task out (`deadline.rs`): if it had not started, it never
+    /// will, and its closure is dropped; if it runs, it is asked to stop
+    /// and settles for its handle now. The waiter is woken either way,
+    /// through `ctx`. False if it had finished first.
+    pub(crate) fn time_out(&self, ctx: &dyn TaskContext) -> bool {
+        let wake = match self.header.time_out() {
+            TimeOut::Lost => return false,
+            TimeOut::BeforeStart { wake } => {
+                // The time-out left SCHEDULED: it owns the closure.
+                ctx.drop_reporting(self.take_job());
+                wake
+            }
+            TimeOut::WhileRunning { wake } => wake,
+        };
+        if wake {
+            if let Some(waker) = self.header.take_waiter() {
+                ctx.wake(waker);
+            }
         }
         true
     }
@@ -109,7 +139,8 @@ where
         let Some(f) = self.take_job() else {
             unreachable!("a scheduled task holds its closure");
         };
-        let (outcome, output) = match catch_unwind(AssertUnwindSafe(f)) {
+        let result = running::run_as(&self.header, || catch_unwind(AssertUnwindSafe(f)));
+        let (outcome, output) = match result {
             Ok(value) => (RunOutcome::Completed, Ok(value)),
             Err(payload) => {
                 let payload = PanicPayload::new(payload);
@@ -168,6 +199,10 @@ where
     }
 
     fn take_output(&self) -> Result<T, TaskError> {
+        if self.header.is_timed_out() {
+            // The run, if any, may still be writing its output: not read.
+            return Err(TaskError::TimedOut);
+        }
         if self.header.is_cancelled() {
             return Err(TaskError::Cancelled);
         }

@@ -33,12 +33,23 @@ pub enum TaskError {
     Cancelled,
     /// The task panicked; the payload is what it panicked with.
     Panicked(PanicPayload),
+    /// Its time-out came first
+    /// ([`submit_with_timeout`](crate::ScheduledExecutor::submit_with_timeout)):
+    /// it never started, or it was asked to stop
+    /// ([`cancelled`](crate::cancelled)) and its output, if it comes, is
+    /// dropped.
+    TimedOut,
 }
 
 impl TaskError {
     /// True for [`TaskError::Cancelled`].
     pub fn is_cancelled(&self) -> bool {
         matches!(self, TaskError::Cancelled)
+    }
+
+    /// True for [`TaskError::TimedOut`].
+    pub fn is_timed_out(&self) -> bool {
+        matches!(self, TaskError::TimedOut)
     }
 
     /// True for [`TaskError::Panicked`].
@@ -52,6 +63,7 @@ impl fmt::Display for TaskError {
         match self {
             TaskError::Cancelled => f.write_str("task was cancelled"),
             TaskError::Panicked(p) => write!(f, "task panicked: {p}"),
+            TaskError::TimedOut => f.write_str("task timed out"),
         }
     }
 }

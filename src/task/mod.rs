@@ -6,6 +6,9 @@
 //!   task, of one that runs later, and of one that runs again and again
 //!   (periodic, or on any trigger);
 //! * `job.rs`: [`Job`], the two-word unit the queues move;
+//! * `deadline.rs`: a task with a time-out, its own timer entry;
+//! * `running.rs`: the task running on this thread, for
+//!   `chronopool::cancelled()`;
 //! * `entry.rs`: [`TimerEntry`], what the timer holds for a task;
 //! * `alarm.rs`: [`Alarm`], what it holds for a timer future: a deadline
 //!   and a waker, rung on the timer's thread;
@@ -20,10 +23,12 @@
 pub(crate) mod alarm;
 pub(crate) mod cell;
 pub(crate) mod context;
+pub(crate) mod deadline;
 pub(crate) mod entry;
 pub(crate) mod error;
 pub(crate) mod job;
 pub(crate) mod recurring;
+pub(crate) mod running;
 pub(crate) mod scheduled;
 pub(crate) mod state;
 pub(crate) mod unwind;
@@ -31,6 +36,7 @@ pub(crate) mod unwind;
 pub(crate) use alarm::{Alarm, Rang};
 pub(crate) use cell::TaskCell;
 pub(crate) use context::TaskContext;
+pub(crate) use deadline::DeadlineTask;
 pub(crate) use entry::{TimerEntry, WallTask};
 pub use error::{PanicPayload, TaskError};
 pub(crate) use job::{Job, RunOutcome};

@@ -64,6 +64,7 @@ use super::context::TaskContext;
 use super::entry::{TimerEntry, WallTask};
 use super::error::{PanicPayload, TaskError};
 use super::job::{Job, RunOutcome, Runnable};
+use super::running;
 use super::state::{
     Cancellable, Header, Joinable, PeriodicCancel, RescheduleRequest, Reset, PLACEMENTS, RUNNING,
 };
@@ -458,7 +459,7 @@ where
         let Some(job) = owned.job.as_mut() else {
             unreachable!("a task holds its closure until it ends");
         };
-        match catching(|| job.call()) {
+        match running::run_as(&this.header, || catching(|| job.call())) {
             Err(payload) => {
                 this.end_panicked(ctx, payload);
                 RunOutcome::Panicked

@@ -21,9 +21,18 @@
 //!  bit 3:    CANCEL_REQUESTED  (recurring tasks) cancelled during a run
 //!  bit 4:    RESCHEDULE_REQUESTED  (recurring tasks) a new trigger came
 //!                        during a run
-//!  bits 5-:  PLACEMENT   (recurring tasks) the generation of the timer
+//!  bit 5:    TIMED_OUT   (tasks with a time-out) the time-out came first:
+//!                        with SCHEDULED it cancels the task; with RUNNING
+//!                        it sets CANCEL_REQUESTED too (the run is asked to
+//!                        stop) and settles the task for its handle at once
+//!  bits 6-:  PLACEMENT   (recurring tasks) the generation of the timer
 //!                        entry the task waits on
 //! ```
+//!
+//! CANCEL_REQUESTED on a running one-shot task (a `cancel()` that came too
+//! late, a time-out) changes nothing of its lifecycle: it is what
+//! [`chronopool::cancelled`](crate::cancelled) reports to the running
+//! closure, the cooperative stop.
 //!
 //! A recurring task (`recurring.rs`) goes back from RUNNING to SCHEDULED
 //! after each run (`try_reset`), unless a cancel arrived during the run
@@ -90,8 +99,10 @@ const CANCEL_REQUESTED: usize = 0b1000;
 /// A recurring task was rescheduled while it ran: the run computes its
 /// next deadline again, with the new trigger.
 const RESCHEDULE_REQUESTED: usize = 0b1_0000;
+/// A task with a time-out timed out (module doc).
+const TIMED_OUT: usize = 0b10_0000;
 /// Where the placement generation starts in the state word.
-const PLACEMENT_SHIFT: u32 = 5;
+const PLACEMENT_SHIFT: u32 = 6;
 /// The placement generations that fit in the word (they wrap: a stale
 /// entry would have to outlive 2^27 placements of its task, on a 32-bit
 /// target, to be taken for the current one).
@@ -119,6 +130,27 @@ pub(crate) enum RescheduleRequest {
     Requested,
     /// It had ended, or is ending (a cancel came).
     Lost,
+}
+
+/// What [`Header::time_out`] did. With `wake`, the caller takes the
+/// waiter's waker ([`Header::take_waiter`]) and wakes it: the handle
+/// settles with the time-out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TimeOut {
+    /// It had not started: now CANCELLED (timed out), and the caller owns
+    /// the closure, to drop it.
+    BeforeStart { wake: bool },
+    /// It is running: the run is asked to stop, and its output, when it
+    /// comes, is dropped unread.
+    WhileRunning { wake: bool },
+    /// It had finished (or been cancelled) first.
+    Lost,
+}
+
+/// True if a task in state `s` is settled for its handle: final, or timed
+/// out while running.
+fn settled(s: usize) -> bool {
+    s & LIFECYCLE >= COMPLETE || s & TIMED_OUT != 0
 }
 
 /// What [`Header::cancel_periodic`] did.
@@ -315,15 +347,60 @@ impl Header {
         self.waiter_of(prev)
     }
 
-    /// True once the task completed, panicked or was cancelled (`Acquire`:
-    /// after it returns true, the output is visible).
+    /// True once the task completed, panicked or was cancelled, or timed
+    /// out (`Acquire`: after it returns true, the output is visible, unless
+    /// it timed out: then nobody reads it).
     pub(crate) fn is_final(&self) -> bool {
-        self.state.load(Ordering::Acquire) & LIFECYCLE >= COMPLETE
+        settled(self.state.load(Ordering::Acquire))
     }
 
-    /// True if the task was cancelled.
+    /// True if the task was cancelled (not by its time-out).
     pub(crate) fn is_cancelled(&self) -> bool {
-        self.state.load(Ordering::Acquire) & LIFECYCLE == CANCELLED
+        self.state.load(Ordering::Acquire) & (LIFECYCLE | TIMED_OUT) == CANCELLED
+    }
+
+    /// True if the task's time-out came before it finished.
+    pub(crate) fn is_timed_out(&self) -> bool {
+        self.state.load(Ordering::Acquire) & TIMED_OUT != 0
+    }
+
+    /// True if the running task was asked to stop (a cancel or a time-out
+    /// during its run): what `chronopool::cancelled()` reports.
+    pub(crate) fn stop_requested(&self) -> bool {
+        self.state.load(Ordering::Relaxed) & CANCEL_REQUESTED != 0
+    }
+
+    /// Asks a running one-shot task to stop (a `cancel()` that found it
+    /// running): sets CANCEL_REQUESTED, nothing else.
+    pub(crate) fn request_stop(&self) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (s & LIFECYCLE == RUNNING).then_some(s | CANCEL_REQUESTED)
+            });
+    }
+
+    /// The time-out of a task with one (see [`TimeOut`]).
+    pub(crate) fn time_out(&self) -> TimeOut {
+        let mut outcome = TimeOut::Lost;
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                if settled(s) {
+                    outcome = TimeOut::Lost;
+                    return None;
+                }
+                let wake = s & WAITER != 0;
+                let cleared = s & !WAITER;
+                if s & LIFECYCLE == SCHEDULED {
+                    outcome = TimeOut::BeforeStart { wake };
+                    Some(cleared | CANCELLED | TIMED_OUT)
+                } else {
+                    outcome = TimeOut::WhileRunning { wake };
+                    Some(cleared | TIMED_OUT | CANCEL_REQUESTED)
+                }
+            });
+        outcome
     }
 
     /// Stores `waker` to be woken when the task becomes final.
@@ -343,7 +420,7 @@ impl Header {
         let registered = self
             .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                (s & LIFECYCLE < COMPLETE).then_some(s | WAITER)
+                (!settled(s)).then_some(s | WAITER)
             })
             .is_ok();
         // Final: nobody will wake what we stored (a finisher that saw an

@@ -1,0 +1,213 @@
+//! [`DeadlineTask`]: a one-shot task with a time-out (`submit_with_timeout`),
+//! an ordinary task cell (`cell.rs`) that is also its own timer entry.
+//!
+//! The task goes to the workers as any submitted task does; the same cell
+//! goes to the timer as an entry that is no task: when the time-out comes
+//! the timer thread times the task out itself ([`Header::time_out`]):
+//!
+//! * not started: it is cancelled (it never runs), its closure dropped;
+//! * running: the run is asked to stop (`chronopool::cancelled()` turns
+//!   true in it) and the task settles for its handle at once, with
+//!   [`TaskError::TimedOut`] or the fallback's value; the run's output,
+//!   when it comes, is dropped unread with the cell;
+//! * finished first: nothing.
+//!
+//! One state word decides: of the worker's claim and the time-out, the
+//! first to move it wins (loom: `deadline::time_out_vs_run_vs_join`). A
+//! task that ends before its time-out counts its entry as a cancel with
+//! the timer, which sweeps it out: nothing waits in the timer until the
+//! deadline of a task long done, and a graceful shutdown does not wait
+//! for it.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::sync::cell::UnsafeCell;
+use crate::sync::StdArc;
+use crate::time::Nanos;
+
+use super::cell::TaskCell;
+use super::context::TaskContext;
+use super::entry::TimerEntry;
+use super::error::{PanicPayload, TaskError};
+use super::job::{Job, RunOutcome, Runnable};
+use super::state::{Cancellable, Header, Joinable};
+
+/// A task with a time-out at `deadline`, and the fallback that gives its
+/// value if the time-out wins.
+pub(crate) struct DeadlineTask<F, T, G> {
+    task: TaskCell<F, T>,
+    deadline: Nanos,
+    fallback: UnsafeCell<Option<G>>,
+}
+
+// SAFETY: the task cell is `Sync` by its own ground rules; `fallback` is
+// only touched by the unique handle, in `take_output` (called once), or
+// dropped with the cell.
+unsafe impl<F: Send, T: Send, G: Send> Sync for DeadlineTask<F, T, G> {}
+
+impl<F, T, G> DeadlineTask<F, T, G>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+    G: FnOnce() -> T + Send + 'static,
+{
+    pub(crate) fn new(f: F, deadline: Nanos, fallback: Option<G>) -> Self {
+        DeadlineTask {
+            task: TaskCell::new(f),
+            deadline,
+            fallback: UnsafeCell::new(fallback),
+        }
+    }
+
+    /// Takes the closure back out of a task whose submission was refused.
+    pub(crate) fn reclaim(&self) -> Option<F> {
+        self.task.reclaim()
+    }
+}
+
+impl<F, T, G> Runnable for DeadlineTask<F, T, G>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+    G: FnOnce() -> T + Send + 'static,
+{
+    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
+        let outcome = this.task.run(ctx);
+        if outcome != RunOutcome::Skipped && !this.task.header().is_timed_out() {
+            // Done before the time-out: its entry is dead (module doc).
+            ctx.note_cancelled();
+        }
+        outcome
+    }
+
+    fn abandon(&self, ctx: &dyn TaskContext) {
+        if !self.task.header().is_final() {
+            self.task.cancel_then(ctx, || ctx.note_cancelled());
+        }
+    }
+}
+
+impl<F, T, G> Cancellable for DeadlineTask<F, T, G>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+    G: FnOnce() -> T + Send + 'static,
+{
+    fn header(&self) -> &Header {
+        self.task.header()
+    }
+
+    fn cancel(&self, ctx: &dyn TaskContext) -> bool {
+        self.task.cancel_then(ctx, || ctx.note_cancelled())
+    }
+}
+
+impl<F, T, G> Joinable<T> for DeadlineTask<F, T, G>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+    G: FnOnce() -> T + Send + 'static,
+{
+    fn take_output(&self) -> Result<T, TaskError> {
+        if !self.task.header().is_timed_out() {
+            return self.task.take_output();
+        }
+        // SAFETY: the unique handle calls this once (trait doc); nothing
+        // else touches the fallback before the cell is dropped.
+        let fallback = self.fallback.with_mut(|slot| unsafe { (*slot).take() });
+        match fallback {
+            None => Err(TaskError::TimedOut),
+            Some(fallback) => catch_unwind(AssertUnwindSafe(fallback))
+                .map_err(|payload| TaskError::Panicked(PanicPayload::new(payload))),
+        }
+    }
+
+    fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
+        self
+    }
+}
+
+impl<F, T, G> TimerEntry for DeadlineTask<F, T, G>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+    G: FnOnce() -> T + Send + 'static,
+{
+    fn deadline(&self) -> Nanos {
+        self.deadline
+    }
+
+    fn is_final(&self) -> bool {
+        self.task.header().is_final()
+    }
+
+    fn is_task(&self) -> bool {
+        false
+    }
+
+    /// The time-out, on the timer's thread.
+    fn expire(self: StdArc<Self>, ctx: &dyn TaskContext) -> Option<Job> {
+        self.task.time_out(ctx);
+        None
+    }
+
+    /// The time-out given up (a shutdown discarding delayed work): the task
+    /// itself is not touched; it runs or is cancelled as the pool's other
+    /// tasks are.
+    fn into_job(self: StdArc<Self>) -> Job {
+        Job::detached(move || drop(self))
+    }
+}
+
+/// loom model (`RUSTFLAGS="--cfg loom"`, see `loom-tests/README.md`) of a
+/// task with a time-out: its runner (the job run on one thread), the timer
+/// timing it out on another, and the handle joining on the main thread.
+///
+/// * `time_out_vs_run_vs_join`: asserted: `join` returns (a lost wake-up
+///   would leave it parked: loom reports the deadlock); `Ok` only if the
+///   closure ran and the time-out lost; `TimedOut` otherwise, the closure
+///   then having run at most once (it had started); the closure and its
+///   output are dropped exactly once, after both threads are done.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::handle::TaskHandle;
+    use crate::loom_support::{bare_pool, model, DropCounter};
+    use crate::sync::{thread, Arc, AtomicUsize, Ordering};
+
+    #[test]
+    fn time_out_vs_run_vs_join() {
+        model("deadline::time_out_vs_run_vs_join", || {
+            let (pool, _) = bare_pool(1, Default::default());
+            let (drops, ran) = (DropCounter::new(), Arc::new(AtomicUsize::new(0)));
+            let (guard, r) = (drops.guard(), Arc::clone(&ran));
+            let cell = StdArc::new(DeadlineTask::new(
+                move || {
+                    let _guard = guard;
+                    r.fetch_add(1, Ordering::SeqCst);
+                    7
+                },
+                5,
+                None::<fn() -> u32>,
+            ));
+            let runner = {
+                let (pool, job) = (Arc::clone(&pool), Job::task(StdArc::clone(&cell)));
+                thread::spawn(move || job.run(&*pool))
+            };
+            let timer = {
+                let (pool, cell) = (Arc::clone(&pool), StdArc::clone(&cell));
+                thread::spawn(move || cell.expire(&*pool).is_none())
+            };
+            let result = TaskHandle::new(cell, Arc::clone(&pool)).join();
+            runner.join().unwrap();
+            assert!(timer.join().unwrap());
+            let ran = ran.load(Ordering::SeqCst);
+            match result {
+                Ok(v) => assert!(v == 7 && ran == 1),
+                Err(TaskError::TimedOut) => assert!(ran <= 1),
+                Err(e) => panic!("unexpected {e}"),
+            }
+            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
+        });
+    }
+}
