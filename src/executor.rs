@@ -10,10 +10,12 @@ use crate::builder::Builder;
 use crate::error::BuildError;
 use crate::future::{Interval, Sleep, Timeout};
 use crate::handle::{PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle};
-use crate::metrics::Metrics;
+use crate::metrics::{Lateness, Metrics};
 use crate::pending::PendingTask;
+use crate::pool::lateness;
 use crate::pool::{worker, Pool, SubmitError, SubmitErrorKind};
 use crate::sync::thread::JoinHandle;
+use crate::sync::Ordering;
 use crate::sync::{Arc, Mutex, StdArc};
 use crate::task::{Once, Repeat, Until};
 use crate::trigger::{self, FixedDelay, FixedRate, MissedRuns, Next, Trigger};
@@ -729,13 +731,25 @@ impl ScheduledExecutor {
             worker_threads: pool.workers(),
             queued_tasks: pool.queued_jobs(),
             scheduled_tasks: pool.timer.pending(),
+            rejected_tasks: pool.rejected.load(Ordering::Relaxed),
+            timed_out_tasks: pool.timed_out.load(Ordering::Relaxed),
             ..Metrics::default()
         };
+        let mut late = vec![0; lateness::BUCKETS];
+        let mut max = 0;
         for stats in pool.worker_stats() {
             m.active_workers += usize::from(stats.is_busy());
             m.completed_tasks += stats.completed();
             m.panicked_tasks += stats.panicked();
+            max = max.max(stats.lateness.merge_into(&mut late));
         }
+        let (runs, p50, p99, max) = lateness::summary(&late, max);
+        m.lateness = Lateness {
+            runs,
+            p50,
+            p99,
+            max,
+        };
         m
     }
 }

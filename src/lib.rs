@@ -145,7 +145,7 @@ pub use current::{cancelled, execute, schedule, submit};
 pub use error::{BuildError, JoinTimeoutError};
 pub use executor::{ScheduledExecutor, WeakExecutor};
 pub use handle::{CancelHandle, PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle};
-pub use metrics::Metrics;
+pub use metrics::{Lateness, Metrics};
 pub use pending::PendingTask;
 pub use pool::{SubmitError, SubmitErrorKind};
 pub use task::{PanicPayload, TaskError};

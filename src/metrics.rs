@@ -1,5 +1,8 @@
 //! What the executor reports about itself: [`Metrics`] (summed from the
-//! workers' counters, `pool/stats.rs`).
+//! workers' counters, `pool/stats.rs`), with [`Lateness`] (merged from
+//! the workers' histograms, `pool/lateness.rs`).
+
+use std::time::Duration;
 
 /// A snapshot of an executor's counters, from
 /// [`ScheduledExecutor::metrics`](crate::ScheduledExecutor::metrics).
@@ -41,4 +44,42 @@ pub struct Metrics {
     pub completed_tasks: u64,
     /// Task runs that panicked (counted in `completed_tasks` too).
     pub panicked_tasks: u64,
+    /// Submissions refused (after shutdown, or over `max_scheduled_tasks`).
+    pub rejected_tasks: u64,
+    /// Tasks whose time-out came before they finished
+    /// ([`submit_with_timeout`](crate::ScheduledExecutor::submit_with_timeout)).
+    pub timed_out_tasks: u64,
+    /// How late the scheduled runs started (deadline to start), over the
+    /// executor's life.
+    pub lateness: Lateness,
+}
+
+/// How late scheduled runs started, from their deadline to the start of
+/// the run on a worker: the timer's delay and the wait in the queues. From
+/// a histogram of log-linear buckets (eight per power of two), so a
+/// percentile reads at most an eighth above the true value; `max` is exact.
+///
+/// ```
+/// use chronopool::ScheduledExecutor;
+/// use std::time::Duration;
+///
+/// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+/// pool.schedule(|| (), Duration::from_millis(5))?.join()?;
+/// let late = pool.metrics().lateness;
+/// assert_eq!(late.runs, 1);
+/// assert!(late.p50 <= late.max);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Lateness {
+    /// Scheduled runs recorded (one-shot and recurring ones, on the pool's
+    /// workers).
+    pub runs: u64,
+    /// The median.
+    pub p50: Duration,
+    /// The 99th percentile.
+    pub p99: Duration,
+    /// The latest start.
+    pub max: Duration,
 }

@@ -93,3 +93,78 @@ fn a_worker_helping_a_join_stays_active() {
     parent.join().unwrap();
     assert_eq!(active, 1, "the parent was still running");
 }
+
+/// The lateness histogram reads back a lateness the manual clock injects:
+/// tasks due at 10 ms, and a jump to 50 ms (a suspended process waking),
+/// start 40 ms late, every one; those run on time by `advance` add zeros.
+#[test]
+fn lateness_reads_back_an_injected_lateness() {
+    use std::time::Duration;
+    let (pool, clock) = common::manual_pool(chronopool::TimerQueue::heap(), 2);
+    const MS: Duration = Duration::from_millis(1);
+    let late: Vec<_> = (0..99)
+        .map(|_| pool.schedule(|| (), 10 * MS).unwrap())
+        .collect();
+    clock.jump(50 * MS);
+    for task in late {
+        task.join().unwrap();
+    }
+    let m = pool.metrics().lateness;
+    assert_eq!(m.runs, 99);
+    assert_eq!(m.max, 40 * MS, "exact");
+    for (name, p) in [("p50", m.p50), ("p99", m.p99)] {
+        assert!(
+            p >= 40 * MS && p <= 45 * MS,
+            "{name} {p:?} within an eighth above 40 ms"
+        );
+    }
+    // 101 more, on time: the median drops to zero, the p99 stays late.
+    let on_time: Vec<_> = (0..101)
+        .map(|_| pool.schedule(|| (), MS).unwrap())
+        .collect();
+    clock.advance(MS);
+    for task in on_time {
+        task.join().unwrap();
+    }
+    let m = pool.metrics().lateness;
+    assert_eq!(m.runs, 200);
+    assert_eq!(m.p50, Duration::ZERO);
+    assert!(m.p99 >= 40 * MS && m.max == 40 * MS);
+    // Periodic runs are recorded too.
+    let beat = pool.schedule_at_fixed_rate(|| (), 5 * MS, 5 * MS).unwrap();
+    clock.advance(20 * MS);
+    beat.cancel();
+    assert_eq!(pool.metrics().lateness.runs, 204);
+}
+
+#[test]
+fn rejections_and_time_outs_are_counted() {
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let gate = Gate::new();
+    let waiter = gate.waiter();
+    let (started, start) = mpsc::channel();
+    pool.execute(move || {
+        started.send(()).unwrap();
+        waiter.wait();
+    })
+    .unwrap();
+    start.recv().unwrap();
+    let late = pool
+        .submit_with_timeout(|| (), std::time::Duration::from_millis(5))
+        .unwrap();
+    assert!(late.join().unwrap_err().is_timed_out());
+    // Counted by the timer thread as it times the task out.
+    assert!(eventually(|| pool.metrics().timed_out_tasks == 1));
+    gate.open();
+    pool.shutdown();
+    assert!(pool.submit(|| ()).is_err());
+    assert!(pool
+        .schedule(|| (), std::time::Duration::from_secs(1))
+        .is_err());
+    assert_eq!(pool.metrics().rejected_tasks, 2);
+    assert!(pool.await_termination(PATIENCE));
+    assert!(eventually(|| pool.metrics().active_workers == 0));
+}

@@ -40,7 +40,7 @@ use std::cell::Cell;
 use std::ptr;
 
 use crate::sync::deque::{Injector, Steal, Stealer, Worker};
-use crate::sync::{fence, Arc, CachePadded, Ordering, StdArc};
+use crate::sync::{fence, Arc, AtomicU64, CachePadded, Ordering, StdArc};
 use crate::task::recurring::Body;
 use crate::task::{
     Alarm, DeadlineTask, Job, PanicPayload, RecurringTask, ScheduledTask, TaskCell, TaskContext,
@@ -54,6 +54,7 @@ use crate::trigger::Trigger;
 
 pub(crate) mod hooks;
 pub(crate) mod job_count;
+pub(crate) mod lateness;
 pub(crate) mod lifecycle;
 pub(crate) mod sleep;
 pub(crate) mod stats;
@@ -97,6 +98,10 @@ pub(crate) struct Pool {
     hooks: Hooks,
     /// On a manual clock, the jobs queued or running (see `job_count.rs`).
     job_count: Option<JobCount>,
+    /// Submissions refused, and time-outs that won (for `metrics()`: rare
+    /// events, counted in shared words).
+    pub(crate) rejected: AtomicU64,
+    pub(crate) timed_out: AtomicU64,
 }
 
 impl Pool {
@@ -117,6 +122,8 @@ impl Pool {
             stats: (0..workers).map(|_| CachePadded::default()).collect(),
             hooks,
             job_count,
+            rejected: AtomicU64::new(0),
+            timed_out: AtomicU64::new(0),
         };
         (pool, deques)
     }
@@ -185,7 +192,7 @@ impl Pool {
                 let f = cell.reclaim();
                 job.cancel(self);
                 match f {
-                    Some(f) => Err(SubmitError::new(f, SubmitErrorKind::Shutdown)),
+                    Some(f) => Err(self.refuse(f, SubmitErrorKind::Shutdown)),
                     None => unreachable!("a refused task never ran"),
                 }
             }
@@ -209,7 +216,7 @@ impl Pool {
         G: FnOnce() -> T + Send + 'static,
     {
         if !self.enter() {
-            return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
+            return Err(self.refuse(f, SubmitErrorKind::Shutdown));
         }
         let cell = StdArc::new(DeadlineTask::new(f, deadline, fallback));
         // Counted as the timer's, whatever `max_scheduled_tasks`: it is a
@@ -225,7 +232,7 @@ impl Pool {
                 self.note_cancelled();
                 job.cancel(self);
                 match f {
-                    Some(f) => Err(SubmitError::new(f, SubmitErrorKind::Shutdown)),
+                    Some(f) => Err(self.refuse(f, SubmitErrorKind::Shutdown)),
                     None => unreachable!("a refused task never ran"),
                 }
             }
@@ -244,7 +251,7 @@ impl Pool {
     {
         self.push(worker, Job::detached(f))
             .map_err(|job| match job.into_detached::<F>() {
-                Some(f) => SubmitError::new(f, SubmitErrorKind::Shutdown),
+                Some(f) => self.refuse(f, SubmitErrorKind::Shutdown),
                 None => unreachable!("a refused job is the one pushed"),
             })
     }
@@ -314,7 +321,7 @@ impl Pool {
         T: Send + 'static,
     {
         if !self.enter() {
-            return Err(SubmitError::new(f, SubmitErrorKind::Shutdown));
+            return Err(self.refuse(f, SubmitErrorKind::Shutdown));
         }
         if deadline <= now {
             let cell = StdArc::new(ScheduledTask::new(f, deadline));
@@ -324,7 +331,7 @@ impl Pool {
         }
         if !self.timer.reserve() {
             self.leave();
-            return Err(SubmitError::new(f, SubmitErrorKind::TooManyScheduled));
+            return Err(self.refuse(f, SubmitErrorKind::TooManyScheduled));
         }
         let cell = StdArc::new(ScheduledTask::new(f, deadline));
         self.timer.insert_reserved(cell.clone());
@@ -343,6 +350,12 @@ impl Pool {
         self.timer.reinsert(alarm);
         self.leave();
         true
+    }
+
+    /// A refused submission: counted (`metrics()`), and `f` given back.
+    fn refuse<F>(&self, f: F, kind: SubmitErrorKind) -> SubmitError<F> {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+        SubmitError::new(f, kind)
     }
 
     /// Schedules the recurring task `body` on `trigger`, which decides its
@@ -366,7 +379,7 @@ impl Pool {
         G: Trigger,
     {
         if self.lifecycle.is_shut_down() {
-            return Err(SubmitError::new(body, SubmitErrorKind::Shutdown));
+            return Err(self.refuse(body, SubmitErrorKind::Shutdown));
         }
         let cell = StdArc::new(RecurringTask::new(body, trigger, periodic));
         if RecurringTask::first(&cell, self).is_none() {
@@ -382,10 +395,7 @@ impl Pool {
             self.leave();
             return Ok(cell);
         };
-        Err(SubmitError::new(
-            RecurringTask::refuse(&cell, self),
-            refused,
-        ))
+        Err(self.refuse(RecurringTask::refuse(&cell, self), refused))
     }
 
     /// Admits the re-arming of a periodic task after a run (false: stop it,
@@ -532,6 +542,21 @@ impl TaskContext for Pool {
 
     fn note_cancelled(&self) {
         self.timer.note_cancelled();
+    }
+
+    /// Into the lateness histogram of the worker running the task (one
+    /// clock read); a run by hand off the pool's workers is not recorded.
+    fn started_late(&self, deadline: Nanos) {
+        worker::with_current(|worker| {
+            if let Some(worker) = worker.filter(|w| w.belongs_to(self)) {
+                let late = self.timer.clock.now().saturating_sub(deadline);
+                self.stats(worker.index).lateness.record(late);
+            }
+        });
+    }
+
+    fn note_timed_out(&self) {
+        self.timed_out.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -3,6 +3,8 @@
 
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 
+use super::lateness::LatenessShard;
+
 /// One worker's counters. Only that worker writes them (plain loads and
 /// stores, no read-modify-write: nobody else writes), anyone may read.
 #[derive(Debug, Default)]
@@ -10,6 +12,8 @@ pub(crate) struct WorkerStats {
     busy: AtomicBool,
     completed: AtomicU64,
     panicked: AtomicU64,
+    /// How late its scheduled runs started.
+    pub(crate) lateness: LatenessShard,
 }
 
 impl WorkerStats {

@@ -19,7 +19,7 @@ use super::Pool;
 /// What a worker thread knows about itself.
 pub(crate) struct WorkerContext {
     pub(crate) pool: Arc<Pool>,
-    index: usize,
+    pub(crate) index: usize,
     pub(crate) local: Worker<Job>,
 }
 

@@ -6,6 +6,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::sync::cell::UnsafeCell;
 use crate::sync::StdArc;
+use crate::time::Nanos;
 
 use super::context::TaskContext;
 use super::error::{PanicPayload, TaskError};
@@ -88,9 +89,14 @@ impl<F, T> TaskCell<F, T> {
     /// Times the task out (`deadline.rs`): if it had not started, it never
     /// will, and its closure is dropped; if it runs, it is asked to stop
     /// and settles for its handle now. The waiter is woken either way,
-    /// through `ctx`. False if it had finished first.
-    pub(crate) fn time_out(&self, ctx: &dyn TaskContext) -> bool {
-        let wake = match self.header.time_out() {
+    /// through `ctx`, after `counted` (the bookkeeping, done before the
+    /// handle can see the time-out). False if it had finished first.
+    pub(crate) fn time_out(&self, ctx: &dyn TaskContext, counted: impl FnOnce()) -> bool {
+        let outcome = self.header.time_out();
+        if outcome != TimeOut::Lost {
+            counted();
+        }
+        let wake = match outcome {
             TimeOut::Lost => return false,
             TimeOut::BeforeStart { wake } => {
                 // The time-out left SCHEDULED: it owns the closure.
@@ -132,9 +138,14 @@ where
     /// dropped inside the call, so a panic of their destructors after the
     /// closure returned is the call's panic: its output, dropped by the
     /// unwinding, is lost (as a closure that panicked before returning).
-    pub(crate) fn run(&self, ctx: &dyn TaskContext) -> RunOutcome {
+    ///
+    /// A run `due` at a deadline tells the context how late it starts.
+    pub(crate) fn run(&self, ctx: &dyn TaskContext, due: Option<Nanos>) -> RunOutcome {
         if self.header.leave_scheduled(RUNNING).is_none() {
             return RunOutcome::Skipped;
+        }
+        if let Some(due) = due {
+            ctx.started_late(due);
         }
         let Some(f) = self.take_job() else {
             unreachable!("a scheduled task holds its closure");
@@ -165,7 +176,7 @@ where
     T: Send + 'static,
 {
     fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
-        TaskCell::run(this, ctx)
+        TaskCell::run(this, ctx, None)
     }
 
     fn abandon(&self, ctx: &dyn TaskContext) {

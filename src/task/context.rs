@@ -56,6 +56,13 @@ pub(crate) trait TaskContext {
     /// Counts, with the timer, the cancel of a task that it may hold (so
     /// that its dead entry is swept out).
     fn note_cancelled(&self);
+
+    /// A scheduled run due at `deadline` starts now: the pool records how
+    /// late (its lateness histogram). Nothing by default.
+    fn started_late(&self, _deadline: Nanos) {}
+
+    /// A task's time-out won (the pool counts it). Nothing by default.
+    fn note_timed_out(&self) {}
 }
 
 impl dyn TaskContext + '_ {

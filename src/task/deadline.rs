@@ -72,7 +72,7 @@ where
     G: FnOnce() -> T + Send + 'static,
 {
     fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
-        let outcome = this.task.run(ctx);
+        let outcome = this.task.run(ctx, None);
         if outcome != RunOutcome::Skipped && !this.task.header().is_timed_out() {
             // Done before the time-out: its entry is dead (module doc).
             ctx.note_cancelled();
@@ -147,7 +147,7 @@ where
 
     /// The time-out, on the timer's thread.
     fn expire(self: StdArc<Self>, ctx: &dyn TaskContext) -> Option<Job> {
-        self.task.time_out(ctx);
+        self.task.time_out(ctx, || ctx.note_timed_out());
         None
     }
 

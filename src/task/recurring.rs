@@ -453,6 +453,7 @@ where
                 return RunOutcome::Skipped;
             }
         }
+        ctx.started_late(this.deadline.load(Ordering::Relaxed));
         let owned = this.owned();
         let records = owned.records_run_times();
         let start = if records { ctx.now() } else { NONE };

@@ -44,7 +44,7 @@ where
     T: Send + 'static,
 {
     fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
-        this.task.run(ctx)
+        this.task.run(ctx, Some(this.deadline))
     }
 
     fn abandon(&self, ctx: &dyn TaskContext) {
