@@ -246,8 +246,9 @@ fn a_late_cancel_and_shutdown_now_ask_the_running_task_to_stop() {
     let stopped = Arc::new(AtomicBool::new(false));
     let s = stopped.clone();
     pool.execute(move || {
-        started.send(()).unwrap();
+        // Before the test may call shutdown_now.
         assert!(!chronopool::cancelled(), "not yet");
+        started.send(()).unwrap();
         while !chronopool::cancelled() {
             std::thread::yield_now();
         }
