@@ -336,10 +336,11 @@ fn a_sleep_dropped_as_it_expires_is_woken_at_most_once_and_accounted() {
         barrier.wait();
         let counters = dropper.join().unwrap();
         assert!(eventually(|| pool.metrics().scheduled_tasks == 0));
-        std::thread::sleep(10 * MS);
+        // A due alarm leaves the count as it leaves the backend, and is
+        // rung (its waker woken and dropped) just after.
+        assert!(eventually(|| counters.iter().all(|c| Arc::strong_count(c) == 1)));
         for counter in &counters {
             assert!(counter.wakes() <= 1, "woken at most once");
-            assert_eq!(Arc::strong_count(counter), 1, "no waker kept");
         }
     }
 }
