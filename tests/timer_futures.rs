@@ -338,7 +338,9 @@ fn a_sleep_dropped_as_it_expires_is_woken_at_most_once_and_accounted() {
         assert!(eventually(|| pool.metrics().scheduled_tasks == 0));
         // A due alarm leaves the count as it leaves the backend, and is
         // rung (its waker woken and dropped) just after.
-        assert!(eventually(|| counters.iter().all(|c| Arc::strong_count(c) == 1)));
+        assert!(eventually(|| counters
+            .iter()
+            .all(|c| Arc::strong_count(c) == 1)));
         for counter in &counters {
             assert!(counter.wakes() <= 1, "woken at most once");
         }

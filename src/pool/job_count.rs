@@ -33,6 +33,13 @@ impl JobCount {
         self.jobs.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// `n` timer futures' alarms fell due and are about to be rung: they
+    /// count as jobs until [`ended`](Self::ended), so that `advance` does
+    /// not return before their wakers are woken.
+    pub(crate) fn ringing(&self, n: usize) {
+        self.jobs.fetch_add(n, Ordering::SeqCst);
+    }
+
     /// `n` jobs ran or left the queues unrun.
     pub(crate) fn ended(&self, n: usize) {
         if n > 0 && self.jobs.fetch_sub(n, Ordering::SeqCst) == n {

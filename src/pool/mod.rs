@@ -593,6 +593,16 @@ impl Workers for Pool {
     fn some_worker_sleeps(&self) -> bool {
         self.sleep.some_worker_sleeps()
     }
+
+    fn ringing(&self, n: usize) {
+        if let Some(count) = &self.job_count {
+            count.ringing(n);
+        }
+    }
+
+    fn rung(&self, n: usize) {
+        self.jobs_ended(n);
+    }
 }
 
 /// What a manual clock's `advance` needs of the pool (see

@@ -264,6 +264,12 @@ pub(crate) trait Workers: TaskContext {
     /// Whether some worker sleeps (a racy hint, for the spin before a
     /// deadline).
     fn some_worker_sleeps(&self) -> bool;
+    /// `n` alarms fell due and will be rung after the lock: on a manual
+    /// clock they count as jobs until [`rung`](Self::rung), so `advance`
+    /// waits for their wakes.
+    fn ringing(&self, n: usize);
+    /// The alarms announced by [`ringing`](Self::ringing) were rung.
+    fn rung(&self, n: usize);
 }
 
 /// The body of the timer thread of `pool`, which spins for at most `spin`
@@ -436,6 +442,9 @@ fn hand_over_due(pool: &impl Workers, queue: &mut Queue, now: Nanos) -> Vec<Entr
             pool.notify();
         }
     }
+    if !rung.is_empty() {
+        pool.ringing(rung.len());
+    }
     if popped > 0 {
         // Only after the pushes: a task leaves `pending` once it is on the
         // injector (module doc); an alarm once it is out of the backend.
@@ -450,11 +459,15 @@ fn hand_over_due(pool: &impl Workers, queue: &mut Queue, now: Nanos) -> Vec<Entr
 /// Expires the alarms [`hand_over_due`] found due, on this thread, without
 /// the backend lock: each wakes its future's waker (a panic of which goes
 /// to the `on_panic` hook through `ctx`).
-fn ring(rung: Vec<Entry>, ctx: &dyn TaskContext) {
+fn ring(rung: Vec<Entry>, pool: &impl Workers) {
+    let n = rung.len();
     for entry in rung {
-        if let Some(job) = entry.expire(ctx) {
+        if let Some(job) = entry.expire(pool) {
             unreachable!("only alarms are rung, and they have no job: {job:?}");
         }
+    }
+    if n > 0 {
+        pool.rung(n);
     }
 }
 
