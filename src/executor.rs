@@ -736,14 +736,16 @@ impl ScheduledExecutor {
             ..Metrics::default()
         };
         let mut late = vec![0; lateness::BUCKETS];
-        let mut max = 0;
+        let (mut runs, mut max) = (0, 0);
         for stats in pool.worker_stats() {
             m.active_workers += usize::from(stats.is_busy());
             m.completed_tasks += stats.completed();
             m.panicked_tasks += stats.panicked();
-            max = max.max(stats.lateness.merge_into(&mut late));
+            let (shard_runs, shard_max) = stats.lateness.merge_into(&mut late);
+            runs += shard_runs;
+            max = max.max(shard_max);
         }
-        let (runs, p50, p99, max) = lateness::summary(&late, max);
+        let (p50, p99, max) = lateness::summary(&late, max);
         m.lateness = Lateness {
             runs,
             p50,

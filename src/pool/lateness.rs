@@ -11,6 +11,13 @@
 //! read-modify-write, no lock, no allocation), and readers on any thread at
 //! any time, which needs atomic counts; `hdrhistogram` counts in plain
 //! integers behind `&mut`.
+//!
+//! **Sampling.** Timing a run costs a clock read, as much as a quarter of
+//! a periodic task's re-arm. A shard times every one of its first
+//! `EXACT` runs, then one run in `EVERY`, which counts for `EVERY`: at the
+//! rates where the cost would show, the sample is large, and a pool that
+//! runs few timers is timed exactly. The run count stays exact; `max` is
+//! the latest start among the runs timed.
 
 use std::time::Duration;
 
@@ -44,12 +51,19 @@ fn upper_bound(i: usize) -> u64 {
     lower.saturating_add((1u64 << shift) - 1)
 }
 
+/// Runs timed exactly by each shard before it samples (module doc).
+const EXACT: u64 = 1024;
+/// After that, one run in this many is timed, and counts for this many.
+const EVERY: u64 = 16;
+
 /// One worker's lateness histogram (see the module doc). Only its worker
 /// records; anyone may read.
 #[derive(Debug)]
 pub(crate) struct LatenessShard {
     counts: Box<[AtomicU64]>,
     max: AtomicU64,
+    /// Every run, timed or not.
+    runs: AtomicU64,
 }
 
 impl Default for LatenessShard {
@@ -57,33 +71,53 @@ impl Default for LatenessShard {
         LatenessShard {
             counts: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             max: AtomicU64::new(0),
+            runs: AtomicU64::new(0),
         }
     }
 }
 
 impl LatenessShard {
-    /// Records a run that started `late` nanoseconds after its deadline.
+    /// Counts a run; returns its weight if it is to be timed (module doc).
     /// Called by the owning worker only.
     #[inline]
-    pub(crate) fn record(&self, late: u64) {
+    pub(crate) fn sample(&self) -> Option<u64> {
+        let n = self.runs.load(Ordering::Relaxed);
+        self.runs.store(n + 1, Ordering::Relaxed);
+        if n < EXACT {
+            Some(1)
+        } else if n % EVERY == 0 {
+            Some(EVERY)
+        } else {
+            None
+        }
+    }
+
+    /// Records a timed run that started `late` nanoseconds after its
+    /// deadline, counting for `weight` runs. Called by the owning worker
+    /// only.
+    #[inline]
+    pub(crate) fn record(&self, late: u64, weight: u64) {
         let count = &self.counts[bucket(late)];
-        count.store(count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        count.store(count.load(Ordering::Relaxed) + weight, Ordering::Relaxed);
         if late > self.max.load(Ordering::Relaxed) {
             self.max.store(late, Ordering::Relaxed);
         }
     }
 
-    /// Adds this shard's counts to `into`, and returns its maximum.
-    pub(crate) fn merge_into(&self, into: &mut [u64]) -> u64 {
+    /// Adds this shard's counts to `into`; returns its runs and maximum.
+    pub(crate) fn merge_into(&self, into: &mut [u64]) -> (u64, u64) {
         for (sum, count) in into.iter_mut().zip(self.counts.iter()) {
             *sum += count.load(Ordering::Relaxed);
         }
-        self.max.load(Ordering::Relaxed)
+        (
+            self.runs.load(Ordering::Relaxed),
+            self.max.load(Ordering::Relaxed),
+        )
     }
 }
 
-/// Runs, p50, p99 and max of merged `counts` (with the exact `max`).
-pub(crate) fn summary(counts: &[u64], max: u64) -> (u64, Duration, Duration, Duration) {
+/// p50, p99 and max of merged `counts` (with the exact `max`).
+pub(crate) fn summary(counts: &[u64], max: u64) -> (Duration, Duration, Duration) {
     let runs: u64 = counts.iter().sum();
     let percentile = |p: f64| -> Duration {
         if runs == 0 {
@@ -101,7 +135,6 @@ pub(crate) fn summary(counts: &[u64], max: u64) -> (u64, Duration, Duration, Dur
         Duration::from_nanos(max)
     };
     (
-        runs,
         percentile(0.50),
         percentile(0.99),
         Duration::from_nanos(max),
@@ -135,11 +168,12 @@ mod tests {
     fn percentiles_of_a_known_distribution() {
         let shard = LatenessShard::default();
         for ms in 1..=100u64 {
-            shard.record(ms * 1_000_000);
+            assert_eq!(shard.sample(), Some(1));
+            shard.record(ms * 1_000_000, 1);
         }
         let mut counts = vec![0; BUCKETS];
-        let max = shard.merge_into(&mut counts);
-        let (runs, p50, p99, max) = summary(&counts, max);
+        let (runs, max) = shard.merge_into(&mut counts);
+        let (p50, p99, max) = summary(&counts, max);
         assert_eq!(runs, 100);
         let within = |d: Duration, ms: u64| {
             let want = Duration::from_millis(ms);
@@ -148,6 +182,26 @@ mod tests {
         assert!(within(p50, 50), "{p50:?}");
         assert!(within(p99, 99), "{p99:?}");
         assert_eq!(max, Duration::from_millis(100));
-        assert_eq!(summary(&vec![0; BUCKETS], 0).1, Duration::ZERO);
+        assert_eq!(summary(&vec![0; BUCKETS], 0).0, Duration::ZERO);
+    }
+
+    #[test]
+    fn past_the_exact_runs_one_in_sixteen_is_timed_and_weighs_sixteen() {
+        let shard = LatenessShard::default();
+        let mut weights = 0;
+        for _ in 0..EXACT + 16 * 100 {
+            if let Some(weight) = shard.sample() {
+                shard.record(1_000, weight);
+                weights += weight;
+            }
+        }
+        let mut counts = vec![0; BUCKETS];
+        assert_eq!(
+            shard.merge_into(&mut counts).0,
+            EXACT + 1600,
+            "exact run count"
+        );
+        assert_eq!(counts.iter().sum::<u64>(), weights);
+        assert_eq!(weights, EXACT + 1600);
     }
 }

@@ -544,13 +544,17 @@ impl TaskContext for Pool {
         self.timer.note_cancelled();
     }
 
-    /// Into the lateness histogram of the worker running the task (one
-    /// clock read); a run by hand off the pool's workers is not recorded.
+    /// Into the lateness histogram of the worker running the task (a clock
+    /// read, for the runs it samples: `lateness.rs`); a run by hand off the
+    /// pool's workers is not recorded.
     fn started_late(&self, deadline: Nanos) {
         worker::with_current(|worker| {
             if let Some(worker) = worker.filter(|w| w.belongs_to(self)) {
-                let late = self.timer.clock.now().saturating_sub(deadline);
-                self.stats(worker.index).lateness.record(late);
+                let shard = &self.stats(worker.index).lateness;
+                if let Some(weight) = shard.sample() {
+                    let late = self.timer.clock.now().saturating_sub(deadline);
+                    shard.record(late, weight);
+                }
             }
         });
     }
