@@ -733,6 +733,8 @@ impl ScheduledExecutor {
             scheduled_tasks: pool.timer.pending(),
             rejected_tasks: pool.rejected.load(Ordering::Relaxed),
             timed_out_tasks: pool.timed_out.load(Ordering::Relaxed),
+            skipped_runs: pool.skipped_runs.load(Ordering::Relaxed),
+            delayed_runs: pool.delayed_runs.load(Ordering::Relaxed),
             ..Metrics::default()
         };
         let mut late = vec![0; lateness::BUCKETS];

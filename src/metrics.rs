@@ -49,6 +49,12 @@ pub struct Metrics {
     /// Tasks whose time-out came before they finished
     /// ([`submit_with_timeout`](crate::ScheduledExecutor::submit_with_timeout)).
     pub timed_out_tasks: u64,
+    /// Runs of fixed-rate tasks that [`MissedRuns::Skip`](crate::MissedRuns::Skip)
+    /// skipped (they were due while an earlier run was late).
+    pub skipped_runs: u64,
+    /// Runs of fixed-rate tasks that [`MissedRuns::Delay`](crate::MissedRuns::Delay)
+    /// moved later (one per late run that shifted the schedule).
+    pub delayed_runs: u64,
     /// How late the scheduled runs started (deadline to start), over the
     /// executor's life.
     pub lateness: Lateness,

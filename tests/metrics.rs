@@ -168,3 +168,33 @@ fn rejections_and_time_outs_are_counted() {
     assert!(pool.await_termination(PATIENCE));
     assert!(eventually(|| pool.metrics().active_workers == 0));
 }
+
+/// A fixed-rate task late by 35 ms: with `Skip` the runs due meanwhile are
+/// counted skipped, with `Delay` the shift is one delayed run, with `Burst`
+/// neither (it catches up).
+#[test]
+fn missed_runs_are_counted_by_policy() {
+    use chronopool::MissedRuns;
+    use std::time::Duration;
+    const MS: Duration = Duration::from_millis(1);
+    for (missed, skipped, delayed) in [
+        (MissedRuns::Skip, 3, 0),
+        (MissedRuns::Delay, 0, 1),
+        (MissedRuns::Burst, 0, 0),
+    ] {
+        let (pool, clock) = common::manual_pool(chronopool::TimerQueue::heap(), 1);
+        let beat = pool
+            .schedule_at_fixed_rate_with(|| (), 10 * MS, 10 * MS, missed)
+            .unwrap();
+        // Due at 10; runs at 45; Skip goes on at 50 (20, 30, 40 skipped),
+        // Delay at 55, Burst at 20 at once.
+        clock.jump(45 * MS);
+        beat.cancel();
+        let m = pool.metrics();
+        assert_eq!(
+            (m.skipped_runs, m.delayed_runs),
+            (skipped, delayed),
+            "{missed:?}"
+        );
+    }
+}

@@ -102,6 +102,10 @@ pub(crate) struct Pool {
     /// events, counted in shared words).
     pub(crate) rejected: AtomicU64,
     pub(crate) timed_out: AtomicU64,
+    /// Fixed-rate runs skipped and delayed by `MissedRuns` (late runs
+    /// only: rare).
+    pub(crate) skipped_runs: AtomicU64,
+    pub(crate) delayed_runs: AtomicU64,
 }
 
 impl Pool {
@@ -124,6 +128,8 @@ impl Pool {
             job_count,
             rejected: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
+            skipped_runs: AtomicU64::new(0),
+            delayed_runs: AtomicU64::new(0),
         };
         (pool, deques)
     }
@@ -561,6 +567,11 @@ impl TaskContext for Pool {
 
     fn note_timed_out(&self) {
         self.timed_out.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn note_missed(&self, skipped: u64, delayed: u64) {
+        self.skipped_runs.fetch_add(skipped, Ordering::Relaxed);
+        self.delayed_runs.fetch_add(delayed, Ordering::Relaxed);
     }
 }
 

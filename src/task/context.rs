@@ -63,6 +63,10 @@ pub(crate) trait TaskContext {
 
     /// A task's time-out won (the pool counts it). Nothing by default.
     fn note_timed_out(&self) {}
+
+    /// A fixed-rate task's `MissedRuns` skipped and delayed runs (the
+    /// pool counts them). Nothing by default.
+    fn note_missed(&self, _skipped: u64, _delayed: u64) {}
 }
 
 impl dyn TaskContext + '_ {

@@ -302,6 +302,10 @@ where
             Current::Replaced(trigger) => catching(|| trigger.next(&context))?,
             Current::Gone => None,
         };
+        let (skipped, delayed) = context.missed();
+        if skipped + delayed > 0 {
+            ctx.note_missed(skipped, delayed);
+        }
         Ok(next.map(|next| self.set_next(ctx, &context, next)))
     }
 

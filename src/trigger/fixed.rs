@@ -174,7 +174,17 @@ impl Trigger for FixedRate {
     fn next(&mut self, ctx: &TriggerContext<'_>) -> Option<Next> {
         let at = match ctx.last_due_nanos() {
             None => ctx.now_nanos().saturating_add(self.initial_delay),
-            Some(due) => self.after(due, || ctx.now_nanos()),
+            Some(due) => {
+                let next = self.after(due, || ctx.now_nanos());
+                let on_schedule = due.saturating_add(self.period);
+                if next > on_schedule {
+                    match self.missed {
+                        MissedRuns::Skip => ctx.note_missed((next - on_schedule) / self.period, 0),
+                        _ => ctx.note_missed(0, 1),
+                    }
+                }
+                next
+            }
         };
         Some(Next::At(ctx.instant_at(at)))
     }

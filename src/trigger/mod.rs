@@ -152,6 +152,9 @@ pub struct TriggerContext<'a> {
     /// The last `instant_at` conversion, so that the task need not convert
     /// the `Instant` a built-in trigger answers with back (`nanos_of`).
     converted: Cell<Option<(Instant, Nanos)>>,
+    /// Runs a built-in trigger's `MissedRuns` skipped and delayed, for the
+    /// executor's metrics.
+    missed: Cell<(u64, u64)>,
 }
 
 impl<'a> TriggerContext<'a> {
@@ -161,7 +164,19 @@ impl<'a> TriggerContext<'a> {
             history,
             now: Cell::new(None),
             converted: Cell::new(None),
+            missed: Cell::new((0, 0)),
         }
+    }
+
+    /// Counts runs a built-in trigger skipped and delayed (`MissedRuns`).
+    pub(crate) fn note_missed(&self, skipped: u64, delayed: u64) {
+        let (s, d) = self.missed.get();
+        self.missed.set((s + skipped, d + delayed));
+    }
+
+    /// The runs skipped and delayed this call (see `note_missed`).
+    pub(crate) fn missed(&self) -> (u64, u64) {
+        self.missed.get()
     }
 
     /// The time now, in nanoseconds on the clock (read once per context).
