@@ -731,6 +731,7 @@ impl ScheduledExecutor {
             worker_threads: pool.workers(),
             queued_tasks: pool.queued_jobs(),
             scheduled_tasks: pool.timer.pending(),
+            cancelled_tasks: pool.timer.swept_cancelled(),
             rejected_tasks: pool.rejected.load(Ordering::Relaxed),
             timed_out_tasks: pool.timed_out.load(Ordering::Relaxed),
             skipped_runs: pool.skipped_runs.load(Ordering::Relaxed),
@@ -743,6 +744,7 @@ impl ScheduledExecutor {
             m.active_workers += usize::from(stats.is_busy());
             m.completed_tasks += stats.completed();
             m.panicked_tasks += stats.panicked();
+            m.cancelled_tasks += stats.cancelled();
             let (shard_runs, shard_max) = stats.lateness.merge_into(&mut late);
             runs += shard_runs;
             max = max.max(shard_max);

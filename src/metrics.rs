@@ -44,6 +44,11 @@ pub struct Metrics {
     pub completed_tasks: u64,
     /// Task runs that panicked (counted in `completed_tasks` too).
     pub panicked_tasks: u64,
+    /// Tasks cancelled through their handles before they ran (a recurring
+    /// one: between runs), counted as the timer sweeps them out or a worker
+    /// skips them, so a cancel shows here shortly after it returns.
+    /// Tasks a shutdown discards are not counted.
+    pub cancelled_tasks: u64,
     /// Submissions refused (after shutdown, or over `max_scheduled_tasks`).
     pub rejected_tasks: u64,
     /// Tasks whose time-out came before they finished

@@ -198,3 +198,52 @@ fn missed_runs_are_counted_by_policy() {
         );
     }
 }
+
+/// Cancels through handles are counted once each, whether the timer sweeps
+/// the task out or a worker reaches it; stale entries of a rescheduled task
+/// and discards by a shutdown are not cancels.
+#[test]
+fn cancels_through_handles_are_counted_once() {
+    use std::time::Duration;
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    // In the timer: swept out.
+    let far: Vec<_> = (0..100)
+        .map(|_| pool.schedule(|| (), Duration::from_secs(3600)).unwrap())
+        .collect();
+    for handle in &far[..60] {
+        assert!(handle.cancel());
+    }
+    assert!(eventually(|| pool.metrics().cancelled_tasks == 60));
+    // In the queue: skipped by the worker.
+    let gate = Gate::new();
+    let waiter = gate.waiter();
+    pool.execute(move || waiter.wait()).unwrap();
+    let queued: Vec<_> = (0..10).map(|_| pool.submit(|| ()).unwrap()).collect();
+    for handle in &queued {
+        assert!(handle.cancel());
+    }
+    gate.open();
+    assert!(eventually(|| pool.metrics().cancelled_tasks == 70));
+    // A periodic task rescheduled (its old entry goes stale), then
+    // cancelled between runs: one cancel.
+    let beat = pool
+        .schedule_at_fixed_rate(|| (), Duration::from_secs(3600), Duration::from_secs(3600))
+        .unwrap();
+    assert!(
+        beat.reschedule(chronopool::trigger::FixedRate::new(Duration::from_secs(
+            7200
+        )))
+    );
+    assert!(beat.cancel());
+    assert!(eventually(|| pool.metrics().cancelled_tasks == 71));
+    // A shutdown that discards the remaining 40 does not count them.
+    drop(far);
+    let m = pool.metrics();
+    pool.shutdown_now();
+    assert!(pool.await_termination(PATIENCE));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(pool.metrics().cancelled_tasks, m.cancelled_tasks);
+}

@@ -12,6 +12,8 @@ pub(crate) struct WorkerStats {
     busy: AtomicBool,
     completed: AtomicU64,
     panicked: AtomicU64,
+    /// Cancelled tasks this worker reached and skipped.
+    cancelled: AtomicU64,
     /// How late its scheduled runs started.
     pub(crate) lateness: LatenessShard,
 }
@@ -30,6 +32,16 @@ impl WorkerStats {
         if panicked {
             bump(&self.panicked);
         }
+    }
+
+    /// The owner skipped a task cancelled through its handle.
+    #[inline]
+    pub(crate) fn record_cancelled(&self) {
+        bump(&self.cancelled);
+    }
+
+    pub(crate) fn cancelled(&self) -> u64 {
+        self.cancelled.load(Ordering::Relaxed)
     }
 
     pub(crate) fn is_busy(&self) -> bool {

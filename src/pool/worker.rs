@@ -260,6 +260,7 @@ impl WorkerContext {
         match job.run(pool) {
             RunOutcome::Completed => stats.record_run(false),
             RunOutcome::Panicked => stats.record_run(true),
+            RunOutcome::Cancelled => stats.record_cancelled(),
             RunOutcome::Skipped => {}
         }
         stats.set_busy(was_busy);

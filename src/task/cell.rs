@@ -142,7 +142,12 @@ where
     /// A run `due` at a deadline tells the context how late it starts.
     pub(crate) fn run(&self, ctx: &dyn TaskContext, due: Option<Nanos>) -> RunOutcome {
         if self.header.leave_scheduled(RUNNING).is_none() {
-            return RunOutcome::Skipped;
+            // Cancelled, or timed out before its start (counted as such).
+            return if self.header.is_cancelled() {
+                RunOutcome::Cancelled
+            } else {
+                RunOutcome::Skipped
+            };
         }
         if let Some(due) = due {
             ctx.started_late(due);
@@ -300,7 +305,7 @@ mod tests {
         }));
         assert_eq!(counted.load(Ordering::SeqCst), 1, "the cancel was counted");
         assert_eq!(drops.load(Ordering::SeqCst), 1, "the closure was dropped");
-        assert_eq!(job.run(&ctx), RunOutcome::Skipped);
+        assert_eq!(job.run(&ctx), RunOutcome::Cancelled);
         assert!(cell.take_output().unwrap_err().is_cancelled());
     }
 
@@ -436,7 +441,7 @@ mod loom_model {
             assert_eq!(ran.load(Ordering::SeqCst), usize::from(!cancelled));
             match result {
                 Ok(v) => assert!(!cancelled && v == 7 && outcome == RunOutcome::Completed),
-                Err(TaskError::Cancelled) => assert!(cancelled && outcome == RunOutcome::Skipped),
+                Err(TaskError::Cancelled) => assert!(cancelled && outcome == RunOutcome::Cancelled),
                 Err(e) => panic!("unexpected {e}"),
             }
             assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");

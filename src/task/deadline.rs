@@ -73,7 +73,8 @@ where
 {
     fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         let outcome = this.task.run(ctx, None);
-        if outcome != RunOutcome::Skipped && !this.task.header().is_timed_out() {
+        let ran = matches!(outcome, RunOutcome::Completed | RunOutcome::Panicked);
+        if ran && !this.task.header().is_timed_out() {
             // Done before the time-out: its entry is dead (module doc).
             ctx.note_cancelled();
         }

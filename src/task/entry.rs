@@ -19,6 +19,11 @@ pub(crate) trait TimerEntry: Send + Sync + 'static {
     }
     /// The job that runs it.
     fn into_job(self: StdArc<Self>) -> Job;
+    /// True if the sweep that removes it removes a task cancelled through
+    /// its handle (counted once: not a stale placement, not an alarm).
+    fn is_cancelled_task(&self) -> bool {
+        false
+    }
     /// False for what is no task (a timer future's alarm): it is not
     /// handed to the workers when due but [expired](Self::expire) by the
     /// timer, outside its lock, and `shutdown_now` does not return it.

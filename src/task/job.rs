@@ -34,8 +34,11 @@ pub(crate) enum RunOutcome {
     Completed,
     /// The closure ran and panicked (the panic was reported and stored).
     Panicked,
-    /// The task had been cancelled; nothing ran.
+    /// Nothing ran: the entry was stale, or the run was moved.
     Skipped,
+    /// Nothing ran: the task had been cancelled through its handle (a
+    /// one-shot task before it started, a recurring one between runs).
+    Cancelled,
 }
 
 /// One word of storage: holds a value inline if it fits, else a box.

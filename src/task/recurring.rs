@@ -446,7 +446,12 @@ where
     /// The run of the entry of placement `placement` (see the module doc).
     fn run_at(this: &StdArc<Self>, placement: usize, ctx: &dyn TaskContext) -> RunOutcome {
         if !this.header.leave_scheduled_at(placement) {
-            return RunOutcome::Skipped;
+            return if this.header.is_cancelled() && this.header.placement() == placement {
+                // The entry the cancel left: it counts the cancel once.
+                RunOutcome::Cancelled
+            } else {
+                RunOutcome::Skipped
+            };
         }
         let wall = this.wall_due.load(Ordering::Relaxed);
         if let Some(at) = from_unix_nanos(wall) {
@@ -678,6 +683,10 @@ where
         self.header.is_stale(0)
     }
 
+    fn is_cancelled_task(&self) -> bool {
+        self.header.is_cancelled() && self.header.placement() == 0
+    }
+
     fn is_periodic(&self) -> bool {
         self.periodic
     }
@@ -745,6 +754,11 @@ where
 
     fn is_final(&self) -> bool {
         self.task.header.is_stale(self.placement)
+    }
+
+    fn is_cancelled_task(&self) -> bool {
+        let header = &self.task.header;
+        header.is_cancelled() && header.placement() == self.placement
     }
 
     fn is_periodic(&self) -> bool {
@@ -922,7 +936,7 @@ mod tests {
         assert!(Cancellable::cancel(&*task, &ctx));
         assert_eq!(ctx.cancels.load(Ordering::SeqCst), 1);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
-        assert_eq!(Job::task(task.clone()).run(&ctx), RunOutcome::Skipped);
+        assert_eq!(Job::task(task.clone()).run(&ctx), RunOutcome::Cancelled);
         assert_eq!(runs.load(Ordering::SeqCst), 0);
         assert!(task.take_output().unwrap_err().is_cancelled());
     }

@@ -97,6 +97,10 @@ where
         self.task.header().is_final()
     }
 
+    fn is_cancelled_task(&self) -> bool {
+        self.task.header().is_cancelled()
+    }
+
     fn into_job(self: StdArc<Self>) -> Job {
         Job::task(self)
     }

@@ -124,6 +124,9 @@ pub(crate) struct Timer {
     exited: AtomicBool,
     /// The tasks due at a wall time, and the clocks' offset (see `wall`).
     wall: wall::WallWatch,
+    /// Tasks cancelled through their handles that sweeps removed (for
+    /// `metrics()`; written under the backend lock).
+    swept_cancelled: AtomicU64,
 }
 
 impl std::fmt::Debug for Timer {
@@ -166,12 +169,18 @@ impl Timer {
             room: Condvar::new(),
             exited: AtomicBool::new(false),
             wall: wall::WallWatch::default(),
+            swept_cancelled: AtomicU64::new(0),
         }
     }
 
     /// True if periodic tasks go on after `shutdown`.
     pub(crate) fn keeps_periodic_on_shutdown(&self) -> bool {
         self.keep_periodic_on_shutdown
+    }
+
+    /// Tasks cancelled through their handles that sweeps removed.
+    pub(crate) fn swept_cancelled(&self) -> u64 {
+        self.swept_cancelled.load(Ordering::Relaxed)
     }
 
     /// Scheduled tasks the timer still holds (see the module doc).

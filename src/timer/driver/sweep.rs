@@ -134,9 +134,19 @@ impl Timer {
         self.apply_commands(queue, now);
         // Each entry is dropped as it leaves (freeing its task), before the
         // backend frees its own storage once empty.
-        let swept = queue.remove_where(&mut |entry| entry.is_final(), &mut drop);
+        let mut cancelled = 0;
+        let swept = queue.remove_where(&mut |entry| entry.is_final(), &mut |entry| {
+            cancelled += u64::from(entry.is_cancelled_task());
+            drop(entry);
+        });
         if swept > 0 {
             self.pending.fetch_sub(swept, Ordering::SeqCst);
+        }
+        if cancelled > 0 {
+            // Sweeps are serialised by the backend lock: one writer.
+            let total = self.swept_cancelled.load(Ordering::Relaxed);
+            self.swept_cancelled
+                .store(total + cancelled, Ordering::Relaxed);
         }
         self.dead.fetch_sub(cancels, Ordering::Release);
     }
