@@ -21,7 +21,10 @@
 
 use std::time::Duration;
 
-use crate::sync::{AtomicU64, Ordering};
+// std's atomics even under loom: no protocol depends on these counters
+// (one writer, relaxed reads for a report), and 500 loom atomics per
+// worker would exhaust a model's branch budget.
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Sub-buckets per power of two: `2^SUB_BITS`.
 const SUB_BITS: u32 = 3;
