@@ -69,6 +69,13 @@
 //!   triggers too. A run can end its task with a value, a trigger by having
 //!   no next run, and [`TriggerHandle::reschedule`] changes the trigger of a
 //!   live task. Runs due at a wall time follow steps of the wall clock.
+//! * **Deadlines and async time**: [`ScheduledExecutor::submit_with_timeout`]
+//!   gives a task a time-out (a running one is asked to stop:
+//!   [`cancelled`]); [`future`] has `sleep`, `timeout` and `interval`
+//!   futures for any async runtime, woken by the timer thread itself.
+//! * **Metrics**: [`ScheduledExecutor::metrics`] counts runs, panics,
+//!   cancels, rejections and time-outs, and reads the lateness of scheduled
+//!   runs (p50, p99, max) from per-worker histograms.
 //! * **Manual time**: a pool built with [`Builder::clock`] reads every time
 //!   from a [`ManualClock`], whose `advance` runs every deadline on the way,
 //!   in order, and returns when the pool is quiet.
@@ -97,8 +104,8 @@
 //!
 //! Each layer uses only the layers below it (`tests/layers.rs` checks it):
 //!
-//! * the API (the files at the root of `src/`): the executor, the builder,
-//!   the handles, the errors;
+//! * the API (the files at the root of `src/`, `handle/`, `future/`): the
+//!   executor, the builder, the handles, the timer futures, the errors;
 //! * `pool/`: the queues, the workers and their sleep, the lifecycle;
 //! * `timer/`: the delayed work queue backends (`queue/`) and the timer
 //!   thread (`driver/`), which sees the pool only through a trait;
