@@ -569,10 +569,14 @@ enum Context {
     /// plus the delay); a one-shot delayed task, kept at shutdown as one,
     /// with a `ScheduledHandle`.
     AtSystemTime,
+    /// `submit_with_timeout`, the time-out [`FAR`]: a task now, with a
+    /// handle, whose cell is also an entry of the timer (swept out once it
+    /// ends, discarded by the shutdown policies without touching the task).
+    WithTimeout,
 }
 
 impl Context {
-    const ALL: [Context; 7] = [
+    const ALL: [Context; 8] = [
         Context::Submit,
         Context::Execute,
         Context::Schedule,
@@ -580,15 +584,17 @@ impl Context {
         Context::FixedDelay,
         Context::Triggered,
         Context::AtSystemTime,
+        Context::WithTimeout,
     ];
     /// The contexts with a handle.
-    const HANDLED: [Context; 6] = [
+    const HANDLED: [Context; 7] = [
         Context::Submit,
         Context::Schedule,
         Context::FixedRate,
         Context::FixedDelay,
         Context::Triggered,
         Context::AtSystemTime,
+        Context::WithTimeout,
     ];
     const TIMED: [Context; 5] = [
         Context::Schedule,
@@ -598,20 +604,29 @@ impl Context {
         Context::AtSystemTime,
     ];
     const PERIODIC: [Context; 3] = [Context::FixedRate, Context::FixedDelay, Context::Triggered];
-    const ONE_SHOT_HANDLED: [Context; 3] =
-        [Context::Submit, Context::Schedule, Context::AtSystemTime];
+    const ONE_SHOT_HANDLED: [Context; 4] = [
+        Context::Submit,
+        Context::Schedule,
+        Context::AtSystemTime,
+        Context::WithTimeout,
+    ];
     /// The contexts with a trigger of the user's.
     const TRIGGERED: [Context; 1] = [Context::Triggered];
     /// The contexts whose output a place drops. (`AtSystemTime` is a
     /// regression test: the timer's watch of the wall clock once kept the
     /// last reference to a finished wall-time task and dropped its output
     /// on the timer thread, uncaught, killing it.)
-    const OUTPUT: [Context; 3] = [Context::Submit, Context::Schedule, Context::AtSystemTime];
+    const OUTPUT: [Context; 4] = [
+        Context::Submit,
+        Context::Schedule,
+        Context::AtSystemTime,
+        Context::WithTimeout,
+    ];
     /// The contexts whose task `shutdown_now` returns runs with
     /// `PendingTask::run`. (`AtSystemTime` is a regression test: a
     /// wall-time task returned before its time once ended `Cancelled`
     /// there, its body never called.)
-    const PENDING_RUN: [Context; 7] = [
+    const PENDING_RUN: [Context; 8] = [
         Context::Submit,
         Context::Execute,
         Context::Schedule,
@@ -619,6 +634,7 @@ impl Context {
         Context::FixedDelay,
         Context::Triggered,
         Context::AtSystemTime,
+        Context::WithTimeout,
     ];
 
     /// True if the task goes through the timer (and each queue is tried).
@@ -1119,6 +1135,11 @@ impl Fixture {
             Context::AtSystemTime => Handle::Once(
                 executor
                     .schedule_at_system_time(move || script.run_once(), SystemTime::now() + delay)
+                    .map_err(refused)?,
+            ),
+            Context::WithTimeout => Handle::Task(
+                executor
+                    .submit_with_timeout(move || script.run_once(), FAR)
                     .map_err(refused)?,
             ),
         })

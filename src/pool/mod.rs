@@ -224,10 +224,10 @@ impl Pool {
         if !self.enter() {
             return Err(self.refuse(f, SubmitErrorKind::Shutdown));
         }
-        let cell = StdArc::new(DeadlineTask::new(f, deadline, fallback));
+        let cell = DeadlineTask::new(f, deadline, fallback);
         // Counted as the timer's, whatever `max_scheduled_tasks`: it is a
         // time-out, not a scheduled task.
-        self.timer.reinsert(cell.clone());
+        self.timer.reinsert(cell.timeout_entry());
         let pushed = self.push(worker, Job::task(StdArc::clone(&cell)));
         self.leave();
         match pushed {

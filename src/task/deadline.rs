@@ -12,6 +12,11 @@
 //!   when it comes, is dropped unread with the cell;
 //! * finished first: nothing.
 //!
+//! The timer holds the task through a [`TimeoutEntry`], a weak reference:
+//! the last strong reference to the cell, which drops its closure or its
+//! output (user code), is always the handle's or the job's, never the
+//! timer's (a sweep drops the entries it removes under the timer's lock).
+//!
 //! One state word decides: of the worker's claim and the time-out, the
 //! first to move it wins (loom: `deadline::time_out_vs_run_vs_join`). A
 //! task that ends before its time-out counts its entry as a cancel with
@@ -20,9 +25,10 @@
 //! for it.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Weak;
 
 use crate::sync::cell::UnsafeCell;
-use crate::sync::StdArc;
+use crate::sync::{AtomicBool, Ordering, StdArc};
 use crate::time::Nanos;
 
 use super::cell::TaskCell;
@@ -36,8 +42,10 @@ use super::state::{Cancellable, Header, Joinable};
 /// value if the time-out wins.
 pub(crate) struct DeadlineTask<F, T, G> {
     task: TaskCell<F, T>,
-    deadline: Nanos,
     fallback: UnsafeCell<Option<G>>,
+    /// Its entry in the timer (which holds it weakly), told when the task
+    /// ends first so that the sweep can take it out.
+    entry: StdArc<TimeoutEntry<Self>>,
 }
 
 // SAFETY: the task cell is `Sync` by its own ground rules; `fallback` is
@@ -51,12 +59,29 @@ where
     T: Send + 'static,
     G: FnOnce() -> T + Send + 'static,
 {
-    pub(crate) fn new(f: F, deadline: Nanos, fallback: Option<G>) -> Self {
-        DeadlineTask {
+    /// The task, and its entry for the timer.
+    pub(crate) fn new(f: F, deadline: Nanos, fallback: Option<G>) -> StdArc<Self> {
+        StdArc::new_cyclic(|task| DeadlineTask {
             task: TaskCell::new(f),
-            deadline,
             fallback: UnsafeCell::new(fallback),
-        }
+            entry: StdArc::new(TimeoutEntry {
+                task: task.clone(),
+                done: AtomicBool::new(false),
+                deadline,
+            }),
+        })
+    }
+
+    /// The timer's entry for its time-out.
+    pub(crate) fn timeout_entry(&self) -> StdArc<TimeoutEntry<Self>> {
+        StdArc::clone(&self.entry)
+    }
+
+    /// The task ended before its time-out: its entry is dead; the timer is
+    /// told, to sweep it out.
+    fn ended_first(&self, ctx: &dyn TaskContext) {
+        self.entry.done.store(true, Ordering::Release);
+        ctx.note_cancelled();
     }
 
     /// Takes the closure back out of a task whose submission was refused.
@@ -75,15 +100,14 @@ where
         let outcome = this.task.run(ctx, None);
         let ran = matches!(outcome, RunOutcome::Completed | RunOutcome::Panicked);
         if ran && !this.task.header().is_timed_out() {
-            // Done before the time-out: its entry is dead (module doc).
-            ctx.note_cancelled();
+            this.ended_first(ctx);
         }
         outcome
     }
 
     fn abandon(&self, ctx: &dyn TaskContext) {
         if !self.task.header().is_final() {
-            self.task.cancel_then(ctx, || ctx.note_cancelled());
+            self.task.cancel_then(ctx, || self.ended_first(ctx));
         }
     }
 }
@@ -99,7 +123,7 @@ where
     }
 
     fn cancel(&self, ctx: &dyn TaskContext) -> bool {
-        self.task.cancel_then(ctx, || ctx.note_cancelled())
+        self.task.cancel_then(ctx, || self.ended_first(ctx))
     }
 }
 
@@ -128,7 +152,18 @@ where
     }
 }
 
-impl<F, T, G> TimerEntry for DeadlineTask<F, T, G>
+/// The timer's entry for the time-out of a [`DeadlineTask`]: a weak
+/// reference to it (module doc), and whether it ended first, which the
+/// sweep reads without upgrading the reference (an upgrade under the
+/// timer's lock could turn out the last strong reference, and drop the
+/// task's output there).
+pub(crate) struct TimeoutEntry<C> {
+    task: Weak<C>,
+    done: AtomicBool,
+    deadline: Nanos,
+}
+
+impl<F, T, G> TimerEntry for TimeoutEntry<DeadlineTask<F, T, G>>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -139,16 +174,21 @@ where
     }
 
     fn is_final(&self) -> bool {
-        self.task.header().is_final()
+        self.done.load(Ordering::Acquire) || self.task.strong_count() == 0
     }
 
     fn is_task(&self) -> bool {
         false
     }
 
-    /// The time-out, on the timer's thread.
+    /// The time-out, on the timer's thread (outside its lock). The strong
+    /// reference taken for it may turn out the last one: it is dropped
+    /// through `ctx`.
     fn expire(self: StdArc<Self>, ctx: &dyn TaskContext) -> Option<Job> {
-        self.task.time_out(ctx, || ctx.note_timed_out());
+        if let Some(task) = self.task.upgrade() {
+            task.task.time_out(ctx, || ctx.note_timed_out());
+            ctx.drop_reporting(task);
+        }
         None
     }
 
@@ -182,7 +222,7 @@ mod loom_model {
             let (pool, _) = bare_pool(1, Default::default());
             let (drops, ran) = (DropCounter::new(), Arc::new(AtomicUsize::new(0)));
             let (guard, r) = (drops.guard(), Arc::clone(&ran));
-            let cell = StdArc::new(DeadlineTask::new(
+            let cell = DeadlineTask::new(
                 move || {
                     let _guard = guard;
                     r.fetch_add(1, Ordering::SeqCst);
@@ -190,14 +230,14 @@ mod loom_model {
                 },
                 5,
                 None::<fn() -> u32>,
-            ));
+            );
             let runner = {
                 let (pool, job) = (Arc::clone(&pool), Job::task(StdArc::clone(&cell)));
                 thread::spawn(move || job.run(&*pool))
             };
             let timer = {
-                let (pool, cell) = (Arc::clone(&pool), StdArc::clone(&cell));
-                thread::spawn(move || cell.expire(&*pool).is_none())
+                let (pool, entry) = (Arc::clone(&pool), cell.timeout_entry());
+                thread::spawn(move || entry.expire(&*pool).is_none())
             };
             let result = TaskHandle::new(cell, Arc::clone(&pool)).join();
             runner.join().unwrap();
