@@ -64,7 +64,8 @@ fn a_task_not_started_by_its_time_out_never_runs_and_its_closure_is_dropped_then
     // The worker is still busy: the join returns on the time-out alone.
     assert!(matches!(handle.join(), Err(TaskError::TimedOut)));
     assert!(start.elapsed() >= 20 * MS, "never early");
-    assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped at the time-out");
+    // Dropped by the time-out, just after it settled the task.
+    assert!(eventually(|| drops.load(Ordering::SeqCst) == 1));
     drop(release);
     assert_eq!(pool.submit(|| 1).unwrap().join().unwrap(), 1);
     assert!(!ran.load(Ordering::SeqCst), "it never ran");
