@@ -236,11 +236,7 @@ impl ScheduledExecutor {
         G: FnOnce() -> T + Send + 'static,
     {
         let pool = self.pool();
-        let deadline = pool
-            .timer
-            .clock
-            .now()
-            .saturating_add(crate::time::clock::nanos(timeout));
+        let deadline = pool.timer.clock.after(timeout);
         let cell = worker::with_current(|ctx| {
             pool.submit_with_deadline(
                 ctx.filter(|ctx| ctx.belongs_to(pool)),
@@ -550,9 +546,7 @@ impl ScheduledExecutor {
     /// ```
     pub fn sleep(&self, duration: Duration) -> Sleep {
         let pool = self.pool();
-        let now = pool.timer.clock.now();
-        let deadline = now.saturating_add(crate::time::clock::nanos(duration));
-        Sleep::new(Arc::clone(pool), deadline)
+        Sleep::new(Arc::clone(pool), pool.timer.clock.after(duration))
     }
 
     /// A future that ends at `deadline` (at once if it has passed); see

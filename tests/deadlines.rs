@@ -291,22 +291,13 @@ fn a_periodic_task_cancelled_during_its_run_sees_it() {
 
 #[test]
 fn a_closure_that_panics_on_drop_at_its_time_out_is_reported() {
-    quiet_expected_panics();
     struct Bomb;
     impl Drop for Bomb {
         fn drop(&mut self) {
             panic!("expected: a closure's capture panicked on drop");
         }
     }
-    let panics = Arc::new(AtomicUsize::new(0));
-    let seen = panics.clone();
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(1)
-        .on_panic(move |_| {
-            seen.fetch_add(1, Ordering::SeqCst);
-        })
-        .build()
-        .unwrap();
+    let (pool, panics) = common::counting_panics(ScheduledExecutor::builder().worker_threads(1));
     let release = occupy(&pool);
     let bomb = Bomb;
     let handle = pool

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use chronopool::future::Sleep;
 use chronopool::{MissedRuns, ScheduledExecutor, TimerQueue};
-use common::{eventually, manual_pool, quiet_expected_panics};
+use common::{eventually, manual_pool};
 
 const QUEUES: [fn() -> TimerQueue; 3] = [
     TimerQueue::heap,
@@ -263,22 +263,13 @@ fn shutdown_discards_or_keeps_timer_futures_as_it_does_delayed_tasks() {
 /// handle to the executor.
 #[test]
 fn hostile_wakers_do_not_hurt_the_timer() {
-    quiet_expected_panics();
     struct Panicking;
     impl Wake for Panicking {
         fn wake(self: Arc<Self>) {
             panic!("expected: a timer future's waker panicked");
         }
     }
-    let panics = Arc::new(AtomicUsize::new(0));
-    let seen = panics.clone();
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(1)
-        .on_panic(move |_| {
-            seen.fetch_add(1, Ordering::SeqCst);
-        })
-        .build()
-        .unwrap();
+    let (pool, panics) = common::counting_panics(ScheduledExecutor::builder().worker_threads(1));
     let mut sleep = pool.sleep(MS);
     let waker = Waker::from(Arc::new(Panicking));
     assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);

@@ -40,18 +40,11 @@ fn recorder(clock: &ManualClock) -> (Runs, impl FnMut() -> ControlFlow<()> + Sen
 
 /// A one-worker pool on `clock` whose `on_panic` hook counts what it sees.
 fn pool_counting_panics(clock: &ManualClock) -> (ScheduledExecutor, Arc<AtomicUsize>) {
-    common::quiet_expected_panics();
-    let panics = Arc::new(AtomicUsize::new(0));
-    let p = panics.clone();
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(1)
-        .clock(clock.clone())
-        .on_panic(move |_| {
-            p.fetch_add(1, Ordering::SeqCst);
-        })
-        .build()
-        .unwrap();
-    (pool, panics)
+    common::counting_panics(
+        ScheduledExecutor::builder()
+            .worker_threads(1)
+            .clock(clock.clone()),
+    )
 }
 
 /// A value whose destructor panics.

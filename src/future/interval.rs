@@ -4,7 +4,6 @@ use std::future::poll_fn;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use crate::time::Nanos;
 use crate::trigger::{FixedRate, MissedRuns};
 
 use super::Sleep;
@@ -36,17 +35,14 @@ use super::Sleep;
 #[derive(Debug)]
 pub struct Interval {
     sleep: Sleep,
-    period: Nanos,
     schedule: FixedRate,
 }
 
 impl Interval {
     pub(crate) fn new(sleep: Sleep, period: Duration) -> Self {
-        let schedule = FixedRate::new(period);
         Interval {
             sleep,
-            period: crate::time::clock::nanos(period).max(1),
-            schedule,
+            schedule: FixedRate::new(period),
         }
     }
 
@@ -58,7 +54,7 @@ impl Interval {
 
     /// The period.
     pub fn period(&self) -> Duration {
-        Duration::from_nanos(self.period)
+        Duration::from_nanos(self.schedule.period_nanos())
     }
 
     /// Waits for the next tick; returns when it was due.
@@ -84,6 +80,7 @@ impl Interval {
     /// Starts again: the next tick is due one period from now.
     pub fn reset(&mut self) {
         let now = self.sleep.pool().timer.clock.now();
-        self.sleep.reset_nanos(now.saturating_add(self.period));
+        self.sleep
+            .reset_nanos(now.saturating_add(self.schedule.period_nanos()));
     }
 }

@@ -192,16 +192,9 @@ impl Pool {
         let cell = StdArc::new(TaskCell::new(f));
         match self.push(worker, Job::task(StdArc::clone(&cell))) {
             Ok(()) => Ok(cell),
-            Err(job) => {
-                // Take the closure back before the refused job is given up
-                // (that would cancel the task and drop the closure).
-                let f = cell.reclaim();
-                job.cancel(self);
-                match f {
-                    Some(f) => Err(self.refuse(f, SubmitErrorKind::Shutdown)),
-                    None => unreachable!("a refused task never ran"),
-                }
-            }
+            // Take the closure back before the refused job is given up
+            // (that would cancel the task and drop the closure).
+            Err(job) => Err(self.give_back(cell.reclaim(), job)),
         }
     }
 
@@ -236,11 +229,7 @@ impl Pool {
                 let f = cell.reclaim();
                 // Its time-out entry is dead now: swept out.
                 self.note_cancelled();
-                job.cancel(self);
-                match f {
-                    Some(f) => Err(self.refuse(f, SubmitErrorKind::Shutdown)),
-                    None => unreachable!("a refused task never ran"),
-                }
+                Err(self.give_back(f, job))
             }
         }
     }
@@ -356,6 +345,16 @@ impl Pool {
         self.timer.reinsert(alarm);
         self.leave();
         true
+    }
+
+    /// A task whose job the queues refused after its closure `f` was taken
+    /// back out of its cell: the job is given up, the closure refused.
+    fn give_back<F>(&self, f: Option<F>, job: Job) -> SubmitError<F> {
+        job.cancel(self);
+        match f {
+            Some(f) => self.refuse(f, SubmitErrorKind::Shutdown),
+            None => unreachable!("a refused task never ran"),
+        }
     }
 
     /// A refused submission: counted (`metrics()`), and `f` given back.

@@ -78,6 +78,11 @@ impl Clock {
         }
     }
 
+    /// The deadline `delay` from now (saturated at `u64::MAX`).
+    pub(crate) fn after(&self, delay: Duration) -> Nanos {
+        self.now().saturating_add(nanos(delay))
+    }
+
     /// `instant` as nanoseconds since the origin (0 if before it, saturated
     /// at `u64::MAX`).
     pub(crate) fn nanos_of(&self, instant: Instant) -> Nanos {

@@ -143,6 +143,11 @@ impl FixedRate {
         self
     }
 
+    /// The period, in nanoseconds.
+    pub(crate) fn period_nanos(&self) -> Nanos {
+        self.period
+    }
+
     /// The deadline after a run that was due at `due` and ended at
     /// `now()`. The clock is read only where the answer depends on it (not
     /// for [`MissedRuns::Burst`]): a clock read costs as much as the rest

@@ -38,6 +38,27 @@ pub fn manual_pool(
     (pool, clock)
 }
 
+/// Builds `builder` with an `on_panic` hook that counts the panics it sees,
+/// and returns the executor with the count (and quiets the panics tests
+/// provoke on purpose).
+pub fn counting_panics(
+    builder: chronopool::Builder,
+) -> (
+    chronopool::ScheduledExecutor,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
+    quiet_expected_panics();
+    let panics = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = panics.clone();
+    let pool = builder
+        .on_panic(move |_| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    (pool, panics)
+}
+
 /// Polls `cond` until it holds or `PATIENCE` runs out; true if it held.
 pub fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + PATIENCE;
