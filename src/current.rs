@@ -1,7 +1,7 @@
 //! Submitting from inside a task to the executor that runs it, without
 //! carrying a handle to that executor: [`submit`], [`execute`] and
-//! [`schedule`]; and asking whether the running task should stop:
-//! [`cancelled`].
+//! [`schedule`]; asking whether the running task should stop:
+//! [`cancelled`]; and which task this is: [`task_id`], [`task_name`].
 //!
 //! These find the executor through the worker thread they are called on, so
 //! a task tree submitted with `execute` costs no reference counting of the
@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::handle::{ScheduledHandle, TaskHandle};
 use crate::pool::{worker, SubmitError, SubmitErrorKind};
 use crate::sync::Arc;
-use crate::task::running;
+use crate::task::{running, TaskId};
 use crate::time::clock;
 
 /// Submits `f` to the executor whose worker thread is calling, into that
@@ -50,7 +50,7 @@ where
     worker::with_current(|ctx| match ctx {
         Some(ctx) => ctx
             .pool
-            .submit(Some(ctx), f)
+            .submit(Some(ctx), f, ())
             .map(|cell| TaskHandle::new(cell, Arc::clone(&ctx.pool))),
         None => Err(SubmitError::new(f, SubmitErrorKind::NotOnWorker)),
     })
@@ -104,7 +104,7 @@ where
         Some(ctx) => {
             let pool = &ctx.pool;
             let now = pool.timer.clock.now();
-            pool.schedule(f, now, now.saturating_add(clock::nanos(delay)))
+            pool.schedule(f, now, now.saturating_add(clock::nanos(delay)), ())
                 .map(|cell| ScheduledHandle::new(cell, Arc::clone(pool)))
         }
         None => Err(SubmitError::new(f, SubmitErrorKind::NotOnWorker)),
@@ -141,4 +141,43 @@ where
 pub fn cancelled() -> bool {
     running::stop_requested() == Some(true)
         || worker::with_current(|ctx| ctx.is_some_and(|ctx| ctx.pool.lifecycle.is_stopped()))
+}
+
+/// The id of the task whose code runs on this thread: its closure, its
+/// trigger, or the destructor of its closure when a cancel dropped it.
+/// `None` outside a task, and in a closure given to
+/// [`execute`](crate::ScheduledExecutor::execute) without a name (it has
+/// no task cell, so no id).
+///
+/// ```
+/// use chronopool::ScheduledExecutor;
+///
+/// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+/// let handle = pool.submit(|| chronopool::task_id())?;
+/// let id = handle.id();
+/// assert_eq!(handle.join()?, Some(id));
+/// assert_eq!(chronopool::task_id(), None, "not in a task here");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn task_id() -> Option<TaskId> {
+    running::current().map(|(id, _)| id)
+}
+
+/// The name of the task whose code runs on this thread, if it was given
+/// one (see [`ScheduledExecutor::task`](crate::ScheduledExecutor::task)
+/// and [`task_id`]).
+///
+/// ```
+/// use chronopool::ScheduledExecutor;
+///
+/// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+/// let greeting = pool
+///     .task()
+///     .name("greeter")
+///     .submit(|| format!("hello from {}", chronopool::task_name().unwrap()))?;
+/// assert_eq!(greeting.join()?, "hello from greeter");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn task_name() -> Option<std::sync::Arc<str>> {
+    running::current().and_then(|(_, name)| name)
 }

@@ -17,7 +17,8 @@ use crate::pool::{worker, Pool, SubmitError, SubmitErrorKind};
 use crate::sync::thread::JoinHandle;
 use crate::sync::Ordering;
 use crate::sync::{Arc, Mutex, StdArc};
-use crate::task::{Once, Repeat, Until};
+use crate::task::{Label, Once, Repeat, Until};
+use crate::task_builder::TaskBuilder;
 use crate::trigger::{self, FixedDelay, FixedRate, MissedRuns, Next, Trigger};
 
 /// A pool of work-stealing worker threads that runs the tasks given to it.
@@ -67,6 +68,14 @@ struct Inner {
     pool: Arc<Pool>,
     /// The workers, then the timer thread.
     threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// When a one-shot scheduled task is due.
+pub(crate) enum When {
+    /// After a delay from now.
+    After(Duration),
+    /// At an instant.
+    At(Instant),
 }
 
 impl Drop for Inner {
@@ -119,6 +128,31 @@ impl ScheduledExecutor {
         &self.inner.pool
     }
 
+    /// A builder for one task: give it a name, then submit it with one of
+    /// the builder's methods, which are this executor's (tokio's
+    /// `task::Builder`). The name is seen by the task
+    /// ([`chronopool::task_name`](crate::task_name)), by the `on_panic`
+    /// hook ([`PanicPayload::task_name`](crate::PanicPayload::task_name)),
+    /// by the task's handle and by its `Debug` output.
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::time::Duration;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let flush = pool
+    ///     .task()
+    ///     .name("flush-metrics")
+    ///     .schedule_with_fixed_delay(|| { /* flush */ }, Duration::ZERO, Duration::from_secs(10))?;
+    /// assert_eq!(flush.name(), Some("flush-metrics"));
+    /// let who = pool.task().name("who-am-i").submit(|| chronopool::task_name())?;
+    /// assert_eq!(who.join()?.as_deref(), Some("who-am-i"));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn task(&self) -> TaskBuilder<'_> {
+        TaskBuilder::new(self)
+    }
+
     /// Runs `f` on a worker and returns a handle to its result.
     ///
     /// Called from a task running on one of this pool's workers, the task
@@ -134,9 +168,20 @@ impl ScheduledExecutor {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        self.submit_as(f, ())
+    }
+
+    /// [`submit`](Self::submit), for a task named by `label`.
+    pub(crate) fn submit_as<F, T, L>(&self, f: F, label: L) -> Result<TaskHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+        L: Label,
+    {
         let pool = self.pool();
-        let cell =
-            worker::with_current(|ctx| pool.submit(ctx.filter(|ctx| ctx.belongs_to(pool)), f))?;
+        let cell = worker::with_current(|ctx| {
+            pool.submit(ctx.filter(|ctx| ctx.belongs_to(pool)), f, label)
+        })?;
         Ok(TaskHandle::new(cell, Arc::clone(pool)))
     }
 
@@ -181,7 +226,7 @@ impl ScheduledExecutor {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.submit_with_deadline(f, timeout, None::<fn() -> T>)
+        self.submit_with_deadline(f, timeout, None::<fn() -> T>, ())
     }
 
     /// [`submit_with_timeout`](Self::submit_with_timeout), but a time-out
@@ -221,19 +266,23 @@ impl ScheduledExecutor {
         T: Send + 'static,
         G: FnOnce() -> T + Send + 'static,
     {
-        self.submit_with_deadline(f, timeout, Some(fallback))
+        self.submit_with_deadline(f, timeout, Some(fallback), ())
     }
 
-    fn submit_with_deadline<F, T, G>(
+    /// [`submit_with_timeout_or`](Self::submit_with_timeout_or), with
+    /// the fallback optional, for a task named by `label`.
+    pub(crate) fn submit_with_deadline<F, T, G, L>(
         &self,
         f: F,
         timeout: Duration,
         fallback: Option<G>,
+        label: L,
     ) -> Result<TaskHandle<T>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
         G: FnOnce() -> T + Send + 'static,
+        L: Label,
     {
         let pool = self.pool();
         let deadline = pool.timer.clock.after(timeout);
@@ -243,6 +292,7 @@ impl ScheduledExecutor {
                 f,
                 deadline,
                 fallback,
+                label,
             )
         })?;
         Ok(TaskHandle::new(cell, Arc::clone(pool)))
@@ -300,10 +350,7 @@ impl ScheduledExecutor {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let pool = self.pool();
-        let now = pool.timer.clock.now();
-        let cell = pool.schedule(f, now, now.saturating_add(crate::time::clock::nanos(delay)))?;
-        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
+        self.schedule_as(f, When::After(delay), ())
     }
 
     /// Runs `f` on a worker at `deadline` (as soon as possible if it has
@@ -322,9 +369,30 @@ impl ScheduledExecutor {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        self.schedule_as(f, When::At(deadline), ())
+    }
+
+    /// [`schedule`](Self::schedule) or [`schedule_at`](Self::schedule_at),
+    /// for a task named by `label`.
+    pub(crate) fn schedule_as<F, T, L>(
+        &self,
+        f: F,
+        when: When,
+        label: L,
+    ) -> Result<ScheduledHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+        L: Label,
+    {
         let pool = self.pool();
-        let now = pool.timer.clock.now();
-        let cell = pool.schedule(f, now, pool.timer.clock.nanos_of(deadline))?;
+        let clock = &pool.timer.clock;
+        let now = clock.now();
+        let deadline = match when {
+            When::After(delay) => now.saturating_add(crate::time::clock::nanos(delay)),
+            When::At(deadline) => clock.nanos_of(deadline),
+        };
+        let cell = pool.schedule(f, now, deadline, label)?;
         Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
     }
 
@@ -395,7 +463,7 @@ impl ScheduledExecutor {
     where
         F: FnMut() + Send + 'static,
     {
-        self.schedule_at_fixed_rate_with(f, initial_delay, period, MissedRuns::Burst)
+        self.fixed_rate_as(f, initial_delay, period, MissedRuns::Burst, ())
     }
 
     /// Like [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate), with
@@ -415,13 +483,30 @@ impl ScheduledExecutor {
     where
         F: FnMut() + Send + 'static,
     {
+        self.fixed_rate_as(f, initial_delay, period, missed, ())
+    }
+
+    /// [`schedule_at_fixed_rate_with`](Self::schedule_at_fixed_rate_with),
+    /// for a task named by `label`.
+    pub(crate) fn fixed_rate_as<F, L>(
+        &self,
+        f: F,
+        initial_delay: Duration,
+        period: Duration,
+        missed: MissedRuns,
+        label: L,
+    ) -> Result<PeriodicHandle, SubmitError<F>>
+    where
+        F: FnMut() + Send + 'static,
+        L: Label,
+    {
         if period.is_zero() {
             return Err(SubmitError::new(f, SubmitErrorKind::ZeroPeriod));
         }
         let rate = FixedRate::new(period)
             .initial_delay(initial_delay)
             .missed_runs(missed);
-        self.schedule_periodic(f, rate)
+        self.schedule_periodic(f, rate, label)
     }
 
     /// Runs `f` periodically with a fixed delay: first after
@@ -459,22 +544,44 @@ impl ScheduledExecutor {
     where
         F: FnMut() + Send + 'static,
     {
+        self.fixed_delay_as(f, initial_delay, delay, ())
+    }
+
+    /// [`schedule_with_fixed_delay`](Self::schedule_with_fixed_delay), for
+    /// a task named by `label`.
+    pub(crate) fn fixed_delay_as<F, L>(
+        &self,
+        f: F,
+        initial_delay: Duration,
+        delay: Duration,
+        label: L,
+    ) -> Result<PeriodicHandle, SubmitError<F>>
+    where
+        F: FnMut() + Send + 'static,
+        L: Label,
+    {
         if delay.is_zero() {
             return Err(SubmitError::new(f, SubmitErrorKind::ZeroPeriod));
         }
         let delay = FixedDelay::new(delay).initial_delay(initial_delay);
-        self.schedule_periodic(f, delay)
+        self.schedule_periodic(f, delay, label)
     }
 
-    /// A periodic task on `trigger`.
-    fn schedule_periodic<F, G>(&self, f: F, trigger: G) -> Result<PeriodicHandle, SubmitError<F>>
+    /// A periodic task on `trigger`, named by `label`.
+    fn schedule_periodic<F, G, L>(
+        &self,
+        f: F,
+        trigger: G,
+        label: L,
+    ) -> Result<PeriodicHandle, SubmitError<F>>
     where
         F: FnMut() + Send + 'static,
         G: Trigger,
+        L: Label,
     {
         let pool = self.pool();
         let cell = pool
-            .schedule_recurring(Repeat(f), trigger, true)
+            .schedule_recurring(Repeat(f), trigger, true, label)
             .map_err(|e| e.map_job(|Repeat(f)| f))?;
         Ok(PeriodicHandle::new(cell, Arc::clone(pool)))
     }
@@ -526,9 +633,26 @@ impl ScheduledExecutor {
         T: Send + 'static,
         G: Trigger,
     {
+        self.trigger_as(f, trigger, ())
+    }
+
+    /// [`schedule_with_trigger`](Self::schedule_with_trigger), for a task
+    /// named by `label`.
+    pub(crate) fn trigger_as<F, T, G, L>(
+        &self,
+        f: F,
+        trigger: G,
+        label: L,
+    ) -> Result<TriggerHandle<T>, SubmitError<F>>
+    where
+        F: FnMut() -> ControlFlow<T> + Send + 'static,
+        T: Send + 'static,
+        G: Trigger,
+        L: Label,
+    {
         let pool = self.pool();
         let cell = pool
-            .schedule_recurring(Until::new(f), trigger, true)
+            .schedule_recurring(Until::new(f), trigger, true, label)
             .map_err(|e| e.map_job(|until| until.0))?;
         Ok(TriggerHandle::new(cell, Arc::clone(pool)))
     }
@@ -639,10 +763,26 @@ impl ScheduledExecutor {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
+        self.system_time_as(f, at, ())
+    }
+
+    /// [`schedule_at_system_time`](Self::schedule_at_system_time), for a
+    /// task named by `label`.
+    pub(crate) fn system_time_as<F, T, L>(
+        &self,
+        f: F,
+        at: SystemTime,
+        label: L,
+    ) -> Result<ScheduledHandle<T>, SubmitError<F>>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+        L: Label,
+    {
         let pool = self.pool();
         let once = trigger::Once(Next::AtSystemTime(at));
         let cell = pool
-            .schedule_recurring(Once(Some(f)), once, false)
+            .schedule_recurring(Once(Some(f)), once, false, label)
             .map_err(|e| e.map_job(|Once(f)| f.expect("a refused task was never run")))?;
         Ok(ScheduledHandle::once(cell, Arc::clone(pool)))
     }

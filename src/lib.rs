@@ -76,6 +76,9 @@
 //! * **Metrics**: [`ScheduledExecutor::metrics`] counts runs, panics,
 //!   cancels, rejections and time-outs, and reads the lateness of scheduled
 //!   runs (p50, p99, max) from per-worker histograms.
+//! * **Ids and names**: every task has a [`TaskId`]; [`ScheduledExecutor::task`]
+//!   names one. Both are on its handles, inside it ([`task_id`],
+//!   [`task_name`]) and on the [`PanicPayload`] the `on_panic` hook sees.
 //! * **Manual time**: a pool built with [`Builder::clock`] reads every time
 //!   from a [`ManualClock`], whose `advance` runs every deadline on the way,
 //!   in order, and returns when the pool is quiet.
@@ -83,6 +86,18 @@
 //!   [`ScheduledExecutor::shutdown_now`] returns the ones that never started
 //!   as [`PendingTask`]s. Every task submitted before either one either runs
 //!   or is returned.
+//!
+//! # Cargo features
+//!
+//! * `cron` (on by default): [`trigger::Cron`], cron expressions in IANA
+//!   time zones.
+//! * `tracing` (off): a `DEBUG` span named `task` around every run, with
+//!   `task.id`, `task.name`, `task.kind` and, for scheduled runs,
+//!   `lateness_us`; events (target `chronopool`) when a task panics
+//!   (`ERROR`), a submission is rejected or a time-out comes first (`WARN`),
+//!   and when `MissedRuns` skips or delays runs (`INFO`). Without a
+//!   subscriber that wants them, a run pays one check of a static callsite.
+//!   `examples/tracing.rs` prints them with `tracing-subscriber`.
 //!
 //! # Choosing a timer queue
 //!
@@ -138,6 +153,7 @@ mod pending;
 mod pool;
 mod sync;
 mod task;
+mod task_builder;
 mod time;
 mod timer;
 pub mod trigger;
@@ -148,14 +164,15 @@ pub mod trigger;
 pub struct ReadmeDoctests;
 
 pub use builder::{Builder, MAX_TIMER_SPIN, MAX_WORKER_THREADS};
-pub use current::{cancelled, execute, schedule, submit};
+pub use current::{cancelled, execute, schedule, submit, task_id, task_name};
 pub use error::{BuildError, JoinTimeoutError};
 pub use executor::{ScheduledExecutor, WeakExecutor};
 pub use handle::{CancelHandle, PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle};
 pub use metrics::{Lateness, Metrics};
 pub use pending::PendingTask;
 pub use pool::{SubmitError, SubmitErrorKind};
-pub use task::{PanicPayload, TaskError};
+pub use task::{PanicPayload, TaskError, TaskId};
+pub use task_builder::TaskBuilder;
 pub use time::{ManualClock, MANUAL_CLOCK_START};
 pub use timer::{TimerQueue, MAX_WHEEL_SLOTS, MAX_WHEEL_TICK};
 pub use trigger::MissedRuns;

@@ -64,7 +64,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let cell = pool.submit(None, f)?;
+    let cell = pool.submit(None, f, ())?;
     Ok(TaskHandle::new(cell, Arc::clone(pool)))
 }
 
@@ -81,7 +81,7 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let cell = pool.schedule(f, now, deadline)?;
+    let cell = pool.schedule(f, now, deadline, ())?;
     Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
 }
 
@@ -120,7 +120,7 @@ where
 {
     let every = Every { first, period };
     let cell = pool
-        .schedule_recurring(Repeat(f), every, true)
+        .schedule_recurring(Repeat(f), every, true, ())
         .map_err(|e| e.map_job(|Repeat(f)| f))?;
     Ok(PeriodicHandle::new(cell, Arc::clone(pool)))
 }

@@ -7,7 +7,8 @@ use std::fmt;
 
 use crate::pool::Pool;
 use crate::sync::Arc;
-use crate::task::Job;
+use crate::task::job::TaskIdentity;
+use crate::task::{Job, TaskId};
 
 /// A task that never started, handed back by
 /// [`ScheduledExecutor::shutdown_now`](crate::ScheduledExecutor::shutdown_now).
@@ -43,15 +44,30 @@ use crate::task::Job;
 pub struct PendingTask {
     /// `None` once it ran.
     job: Option<Job>,
+    /// Its task's id and name; `None` for a closure given to `execute`.
+    task: Option<TaskIdentity>,
     pool: Arc<Pool>,
 }
 
 impl PendingTask {
     pub(crate) fn new(job: Job, pool: Arc<Pool>) -> Self {
         PendingTask {
+            task: job.identity(),
             job: Some(job),
             pool,
         }
+    }
+
+    /// The task's id (the id its handle shows); `None` for a closure given
+    /// to [`execute`](crate::ScheduledExecutor::execute) without a name,
+    /// which has none.
+    pub fn id(&self) -> Option<TaskId> {
+        self.task.as_ref().map(|(id, _)| *id)
+    }
+
+    /// The task's name, if it was given one.
+    pub fn name(&self) -> Option<&str> {
+        self.task.as_ref().and_then(|(_, name)| name.as_deref())
     }
 
     /// Runs the task on the calling thread. Its result goes to its handle;
@@ -75,6 +91,9 @@ impl Drop for PendingTask {
 
 impl fmt::Debug for PendingTask {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PendingTask").finish_non_exhaustive()
+        f.debug_struct("PendingTask")
+            .field("id", &self.id())
+            .field("name", &self.name())
+            .finish_non_exhaustive()
     }
 }

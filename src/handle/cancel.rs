@@ -27,15 +27,17 @@ use crate::task::{Cancellable, TaskContext};
 /// ```
 #[derive(Clone)]
 pub struct CancelHandle {
-    /// `None` if it was made from a handle that had already returned its
-    /// result.
+    /// `None` only once it is dropped.
     task: Option<StdArc<dyn Cancellable>>,
     pool: Arc<Pool>,
 }
 
 impl CancelHandle {
-    pub(crate) fn new(task: Option<StdArc<dyn Cancellable>>, pool: Arc<Pool>) -> Self {
-        CancelHandle { task, pool }
+    pub(crate) fn new(task: StdArc<dyn Cancellable>, pool: Arc<Pool>) -> Self {
+        CancelHandle {
+            task: Some(task),
+            pool,
+        }
     }
 
     /// The task's context: the pool, as the task layer sees it.
@@ -48,23 +50,34 @@ impl CancelHandle {
     /// again). Its closure is dropped right away; a panic of that goes to
     /// the executor's [`on_panic`](crate::Builder::on_panic) hook.
     pub fn cancel(&self) -> bool {
+        self.task().cancel(self.context())
+    }
+
+    /// The task's id (see [`TaskId`](crate::TaskId)).
+    pub fn id(&self) -> crate::TaskId {
+        self.task().header().id()
+    }
+
+    /// The task's name, if it was given one.
+    pub fn name(&self) -> Option<&str> {
+        self.task().name().map(|name| &**name)
+    }
+
+    /// The task.
+    fn task(&self) -> &StdArc<dyn Cancellable> {
         self.task
             .as_ref()
-            .is_some_and(|task| task.cancel(self.context()))
+            .expect("a handle holds its task until dropped")
     }
 
     /// True once the task returned, panicked or was cancelled.
     pub fn is_finished(&self) -> bool {
-        self.task
-            .as_ref()
-            .is_none_or(|task| task.header().is_final())
+        self.task().header().is_final()
     }
 
     /// True if the task was cancelled.
     pub fn is_cancelled(&self) -> bool {
-        self.task
-            .as_ref()
-            .is_some_and(|task| task.header().is_cancelled())
+        self.task().header().is_cancelled()
     }
 }
 
@@ -81,6 +94,8 @@ impl Drop for CancelHandle {
 impl fmt::Debug for CancelHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CancelHandle")
+            .field("id", &self.id())
+            .field("name", &self.name())
             .field("finished", &self.is_finished())
             .field("cancelled", &self.is_cancelled())
             .finish()

@@ -110,6 +110,17 @@ impl PeriodicHandle {
         self.handle.reschedule(trigger)
     }
 
+    /// The task's id (see [`TaskId`](crate::TaskId)).
+    pub fn id(&self) -> crate::TaskId {
+        self.handle.id()
+    }
+
+    /// The task's name, if it was given one (see
+    /// [`ScheduledExecutor::task`](crate::ScheduledExecutor::task)).
+    pub fn name(&self) -> Option<&str> {
+        self.handle.name()
+    }
+
     /// True once the task has ended (cancelled, or a run panicked).
     pub fn is_finished(&self) -> bool {
         self.handle.is_finished()
@@ -156,6 +167,8 @@ impl Future for PeriodicHandle {
 impl fmt::Debug for PeriodicHandle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PeriodicHandle")
+            .field("id", &self.id())
+            .field("name", &self.name())
             .field("delay", &self.delay())
             .field("finished", &self.is_finished())
             .field("cancelled", &self.is_cancelled())

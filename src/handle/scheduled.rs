@@ -10,7 +10,7 @@ use crate::error::JoinTimeoutError;
 use crate::pool::Pool;
 use crate::sync::{Arc, StdArc};
 use crate::task::recurring::{Body, Once, OnceView, RecurringTask};
-use crate::task::{Joinable, TaskError, TimerEntry};
+use crate::task::{Joinable, Label, TaskError, TimerEntry};
 use crate::trigger::Trigger;
 
 use super::{CancelHandle, TaskHandle};
@@ -48,11 +48,12 @@ impl<T> ScheduledHandle<T> {
     }
 
     /// The handle of a one-shot task at a wall time.
-    pub(crate) fn once<F, G>(cell: StdArc<RecurringTask<Once<F>, G>>, pool: Arc<Pool>) -> Self
+    pub(crate) fn once<F, G, L>(cell: StdArc<RecurringTask<Once<F>, G, L>>, pool: Arc<Pool>) -> Self
     where
         F: FnOnce() -> T + Send + 'static,
         G: Trigger,
         T: Send + 'static,
+        L: Label,
         Once<F>: Body<Output = T>,
     {
         ScheduledHandle {
@@ -95,6 +96,17 @@ impl<T> ScheduledHandle<T> {
     /// here, and the task is cancelled all the same.
     pub fn cancel(&self) -> bool {
         self.handle.cancel()
+    }
+
+    /// The task's id (see [`TaskId`](crate::TaskId)).
+    pub fn id(&self) -> crate::TaskId {
+        self.handle.id()
+    }
+
+    /// The task's name, if it was given one (see
+    /// [`ScheduledExecutor::task`](crate::ScheduledExecutor::task)).
+    pub fn name(&self) -> Option<&str> {
+        self.handle.name()
     }
 
     /// True once the task returned, panicked or was cancelled.
@@ -154,6 +166,8 @@ impl<T> Future for ScheduledHandle<T> {
 impl<T> fmt::Debug for ScheduledHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ScheduledHandle")
+            .field("id", &self.id())
+            .field("name", &self.name())
             .field("delay", &self.delay())
             .field("finished", &self.is_finished())
             .field("cancelled", &self.is_cancelled())

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::error::JoinTimeoutError;
 use crate::pool::{worker, Pool};
 use crate::sync::{Arc, StdArc};
-use crate::task::{Joinable, TaskContext, TaskError};
+use crate::task::{Joinable, TaskContext, TaskError, TaskId};
 use crate::time::Nanos;
 
 use super::CancelHandle;
@@ -47,8 +47,10 @@ use super::CancelHandle;
 /// ```
 #[must_use = "dropping a TaskHandle detaches its task: it still runs, and its result is dropped"]
 pub struct TaskHandle<T> {
-    /// `None` once the output was taken by a poll that returned `Ready`.
+    /// The cell; `None` only once the handle is dropped.
     task: Option<StdArc<dyn Joinable<T>>>,
+    /// The output was taken by a poll that returned `Ready`.
+    returned: bool,
     /// Where the panics of the task's user code go (its closure dropped by
     /// `cancel`, its output dropped with the handle, a waker), and the
     /// timer a scheduled task's cancel is counted with.
@@ -59,6 +61,7 @@ impl<T> TaskHandle<T> {
     pub(crate) fn new(task: StdArc<dyn Joinable<T>>, pool: Arc<Pool>) -> Self {
         TaskHandle {
             task: Some(task),
+            returned: false,
             pool,
         }
     }
@@ -71,7 +74,7 @@ impl<T> TaskHandle<T> {
     /// When the task is (next) due, for a scheduled task that has not
     /// handed over its result.
     pub(crate) fn deadline(&self) -> Option<Nanos> {
-        self.task.as_ref().and_then(|task| task.deadline())
+        self.cell().deadline()
     }
 
     /// The time left until a scheduled task is (next) due: zero once it is
@@ -111,15 +114,47 @@ impl<T> TaskHandle<T> {
     where
         T: 'static,
     {
-        let task = self.task.clone().map(|task| task.cancellable());
-        CancelHandle::new(task, Arc::clone(&self.pool))
+        CancelHandle::new(
+            StdArc::clone(self.cell()).cancellable(),
+            Arc::clone(&self.pool),
+        )
     }
 
+    /// The cell, whose output is still to be taken.
     fn task(&self) -> &StdArc<dyn Joinable<T>> {
-        match &self.task {
-            Some(task) => task,
-            None => panic!("TaskHandle used after it returned its result as a Future"),
-        }
+        assert!(
+            !self.returned,
+            "TaskHandle used after it returned its result as a Future"
+        );
+        self.cell()
+    }
+
+    /// The cell.
+    fn cell(&self) -> &StdArc<dyn Joinable<T>> {
+        self.task
+            .as_ref()
+            .expect("a handle holds its task until dropped")
+    }
+
+    /// The task's id (see [`TaskId`]).
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    ///
+    /// let pool = ScheduledExecutor::builder().worker_threads(1).build()?;
+    /// let first = pool.submit(|| ())?;
+    /// let second = pool.submit(|| ())?;
+    /// assert_ne!(first.id(), second.id());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn id(&self) -> TaskId {
+        self.cell().header().id()
+    }
+
+    /// The task's name, if it was given one (see
+    /// [`ScheduledExecutor::task`](crate::ScheduledExecutor::task)).
+    pub fn name(&self) -> Option<&str> {
+        self.cell().name().map(|name| &**name)
     }
 
     /// Waits for the task and returns its value, or why there is none.
@@ -181,23 +216,17 @@ impl<T> TaskHandle<T> {
     /// [`on_panic`](crate::Builder::on_panic) hook; it does not unwind from
     /// here, and the task is cancelled all the same.
     pub fn cancel(&self) -> bool {
-        self.task
-            .as_ref()
-            .is_some_and(|task| task.cancel(self.context()))
+        self.cell().cancel(self.context())
     }
 
     /// True once the task returned, panicked or was cancelled.
     pub fn is_finished(&self) -> bool {
-        self.task
-            .as_ref()
-            .is_none_or(|task| task.header().is_final())
+        self.returned || self.cell().header().is_final()
     }
 
     /// True if the task was cancelled before it ran.
     pub fn is_cancelled(&self) -> bool {
-        self.task
-            .as_ref()
-            .is_some_and(|task| task.header().is_cancelled())
+        self.cell().header().is_cancelled()
     }
 }
 
@@ -221,9 +250,7 @@ impl<T> Future for TaskHandle<T> {
             }
         }
         let output = self.task().take_output();
-        if let Some(task) = self.task.take() {
-            self.context().drop_reporting(task);
-        }
+        self.returned = true;
         Poll::Ready(output)
     }
 }
@@ -242,6 +269,8 @@ impl<T> Drop for TaskHandle<T> {
 impl<T> fmt::Debug for TaskHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TaskHandle")
+            .field("id", &self.id())
+            .field("name", &self.name())
             .field("finished", &self.is_finished())
             .field("cancelled", &self.is_cancelled())
             .finish()

@@ -120,6 +120,17 @@ impl<T> TriggerHandle<T> {
         StdArc::clone(&self.task).reschedule(Box::new(trigger), self.handle.context())
     }
 
+    /// The task's id (see [`TaskId`](crate::TaskId)).
+    pub fn id(&self) -> crate::TaskId {
+        self.handle.id()
+    }
+
+    /// The task's name, if it was given one (see
+    /// [`ScheduledExecutor::task`](crate::ScheduledExecutor::task)).
+    pub fn name(&self) -> Option<&str> {
+        self.handle.name()
+    }
+
     /// True once the task has ended.
     pub fn is_finished(&self) -> bool {
         self.handle.is_finished()
@@ -166,6 +177,8 @@ impl<T> Future for TriggerHandle<T> {
 impl<T> fmt::Debug for TriggerHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TriggerHandle")
+            .field("id", &self.id())
+            .field("name", &self.name())
             .field("delay", &self.delay())
             .field("finished", &self.is_finished())
             .field("cancelled", &self.is_cancelled())

@@ -42,9 +42,10 @@ use std::ptr;
 use crate::sync::deque::{Injector, Steal, Stealer, Worker};
 use crate::sync::{fence, Arc, AtomicU64, CachePadded, Ordering, StdArc};
 use crate::task::recurring::Body;
+use crate::task::trace;
 use crate::task::{
-    Alarm, DeadlineTask, Job, PanicPayload, RecurringTask, ScheduledTask, TaskCell, TaskContext,
-    TimerEntry, WallTask,
+    Alarm, DeadlineTask, Job, Label, PanicPayload, RecurringTask, ScheduledTask, TaskCell,
+    TaskContext, TimerEntry, WallTask,
 };
 use crate::time::manual::Driven;
 use crate::time::Clock;
@@ -180,16 +181,18 @@ impl Pool {
     /// Queues `f` as a task and returns its cell (for its handle).
     /// `worker` is the calling thread's worker context if it is a worker
     /// of this pool.
-    pub(crate) fn submit<F, T>(
+    pub(crate) fn submit<F, T, L>(
         &self,
         worker: Option<&WorkerContext>,
         f: F,
-    ) -> Result<StdArc<TaskCell<F, T>>, SubmitError<F>>
+        label: L,
+    ) -> Result<StdArc<TaskCell<F, T, L>>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
+        L: Label,
     {
-        let cell = StdArc::new(TaskCell::new(f));
+        let cell = StdArc::new(TaskCell::labelled(f, label));
         match self.push(worker, Job::task(StdArc::clone(&cell))) {
             Ok(()) => Ok(cell),
             // Take the closure back before the refused job is given up
@@ -202,22 +205,25 @@ impl Pool {
     /// `deadline` (nanoseconds on the timer's clock) handed to the timer
     /// in the same admission (see `task/deadline.rs`); `fallback` gives
     /// the handle's value if the time-out wins.
-    pub(crate) fn submit_with_deadline<F, T, G>(
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn submit_with_deadline<F, T, G, L>(
         &self,
         worker: Option<&WorkerContext>,
         f: F,
         deadline: Nanos,
         fallback: Option<G>,
-    ) -> Result<StdArc<DeadlineTask<F, T, G>>, SubmitError<F>>
+        label: L,
+    ) -> Result<StdArc<DeadlineTask<F, T, G, L>>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
         G: FnOnce() -> T + Send + 'static,
+        L: Label,
     {
         if !self.enter() {
             return Err(self.refuse(f, SubmitErrorKind::Shutdown));
         }
-        let cell = DeadlineTask::new(f, deadline, fallback);
+        let cell = DeadlineTask::new(f, deadline, fallback, label);
         // Counted as the timer's, whatever `max_scheduled_tasks`: it is a
         // time-out, not a scheduled task.
         self.timer.reinsert(cell.timeout_entry());
@@ -305,21 +311,23 @@ impl Pool {
     /// submission: it costs as much as the rest of the insert). A deadline
     /// at or before `now` goes straight to the workers. Returns the task's
     /// cell (for its handle).
-    pub(crate) fn schedule<F, T>(
+    pub(crate) fn schedule<F, T, L>(
         &self,
         f: F,
         now: Nanos,
         deadline: Nanos,
-    ) -> Result<StdArc<ScheduledTask<F, T>>, SubmitError<F>>
+        label: L,
+    ) -> Result<StdArc<ScheduledTask<F, T, L>>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
+        L: Label,
     {
         if !self.enter() {
             return Err(self.refuse(f, SubmitErrorKind::Shutdown));
         }
         if deadline <= now {
-            let cell = StdArc::new(ScheduledTask::new(f, deadline));
+            let cell = StdArc::new(ScheduledTask::labelled(f, deadline, label));
             self.push_due(Job::task(StdArc::clone(&cell)));
             self.leave();
             return Ok(cell);
@@ -328,7 +336,7 @@ impl Pool {
             self.leave();
             return Err(self.refuse(f, SubmitErrorKind::TooManyScheduled));
         }
-        let cell = StdArc::new(ScheduledTask::new(f, deadline));
+        let cell = StdArc::new(ScheduledTask::labelled(f, deadline, label));
         self.timer.insert_reserved(cell.clone());
         self.leave();
         Ok(cell)
@@ -360,6 +368,7 @@ impl Pool {
     /// A refused submission: counted (`metrics()`), and `f` given back.
     fn refuse<F>(&self, f: F, kind: SubmitErrorKind) -> SubmitError<F> {
         self.rejected.fetch_add(1, Ordering::Relaxed);
+        trace::rejected(&kind);
         SubmitError::new(f, kind)
     }
 
@@ -373,20 +382,22 @@ impl Pool {
     /// The trigger is user code: it is asked before the submission's
     /// admission, which `shutdown_now` waits for (a trigger that calls it
     /// must not run inside one).
-    pub(crate) fn schedule_recurring<B, G>(
+    pub(crate) fn schedule_recurring<B, G, L>(
         &self,
         body: B,
         trigger: G,
         periodic: bool,
-    ) -> Result<StdArc<RecurringTask<B, G>>, SubmitError<B>>
+        label: L,
+    ) -> Result<StdArc<RecurringTask<B, G, L>>, SubmitError<B>>
     where
         B: Body,
         G: Trigger,
+        L: Label,
     {
         if self.lifecycle.is_shut_down() {
             return Err(self.refuse(body, SubmitErrorKind::Shutdown));
         }
-        let cell = StdArc::new(RecurringTask::new(body, trigger, periodic));
+        let cell = StdArc::new(RecurringTask::new(body, trigger, periodic, label));
         if RecurringTask::first(&cell, self).is_none() {
             return Ok(cell);
         }
@@ -513,6 +524,7 @@ impl Pool {
 /// What the pool's tasks need of it (see `task/context.rs`).
 impl TaskContext for Pool {
     fn show_panic(&self, payload: &PanicPayload) {
+        trace::panicked(payload);
         self.hooks.show_panic(payload);
     }
 

@@ -19,12 +19,14 @@ pub(crate) mod parker;
 pub(crate) mod ring;
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{
+    fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 
 #[cfg(loom)]
-pub(crate) use self::loom_atomic::{AtomicBool, AtomicU64, AtomicUsize};
+pub(crate) use self::loom_atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, Ordering};
 #[cfg(loom)]
@@ -77,7 +79,12 @@ mod loom_atomic {
         )*};
     }
 
-    seq_cst_init!(AtomicBool(bool), AtomicU64(u64), AtomicUsize(usize));
+    seq_cst_init!(
+        AtomicBool(bool),
+        AtomicU32(u32),
+        AtomicU64(u64),
+        AtomicUsize(usize)
+    );
 }
 
 /// The reference count of task cells and parkers: always std's `Arc`.

@@ -158,6 +158,10 @@ impl Runnable for Alarm {
     fn abandon(&self, ctx: &dyn TaskContext) {
         self.discard(ctx);
     }
+
+    fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)> {
+        None
+    }
 }
 
 #[cfg(all(test, not(loom)))]

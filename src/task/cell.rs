@@ -11,8 +11,10 @@ use crate::time::Nanos;
 use super::context::TaskContext;
 use super::error::{PanicPayload, TaskError};
 use super::job::{RunOutcome, Runnable};
+use super::name::Label;
 use super::running;
 use super::state::{Cancellable, Header, Joinable, TimeOut, CANCELLED, RUNNING};
+use super::trace::{self, Kind};
 
 /// What the stage slot of a [`TaskCell`] holds.
 enum Stage<F, T> {
@@ -24,10 +26,12 @@ enum Stage<F, T> {
     Empty,
 }
 
-/// A task with its closure `F` and output `T`.
-pub(crate) struct TaskCell<F, T> {
+/// A task with its closure `F` and output `T`, and its name, if it has
+/// one, in `L`.
+pub(crate) struct TaskCell<F, T, L = ()> {
     header: Header,
     stage: UnsafeCell<Stage<F, T>>,
+    label: L,
 }
 
 // SAFETY: the cell is shared between threads through `StdArc`; its
@@ -38,12 +42,24 @@ pub(crate) struct TaskCell<F, T> {
 //   `Acquire` read of it.
 // `F` and `T` move between threads (run on a worker, output read by the
 // handle's thread), hence the `Send` bounds; no `&F` or `&T` is ever shared.
-unsafe impl<F: Send, T: Send> Sync for TaskCell<F, T> {}
+// The label is only read.
+unsafe impl<F: Send, T: Send, L: Sync> Sync for TaskCell<F, T, L> {}
 
-impl<F, T> TaskCell<F, T> {
+impl<F, T, L: Label> TaskCell<F, T, L> {
     /// The state word and waiter slot.
     pub(crate) fn header(&self) -> &Header {
         &self.header
+    }
+
+    /// The task's name, if it has one.
+    pub(crate) fn name(&self) -> Option<&StdArc<str>> {
+        self.label.name()
+    }
+
+    /// Runs `f`, user code of this task, as the task (`running.rs`): a
+    /// panic it reports, and `chronopool::task_id()`, name the task.
+    pub(crate) fn acting<R>(&self, f: impl FnOnce() -> R) -> R {
+        running::run_as(&self.header, self.label.name(), f)
     }
 
     /// Takes the closure out. Only the winner of `leave_scheduled` calls it.
@@ -75,7 +91,7 @@ impl<F, T> TaskCell<F, T> {
             return false;
         };
         counted();
-        ctx.drop_reporting(self.take_job());
+        self.acting(|| ctx.drop_reporting(self.take_job()));
         // CANCELLED is final, so no waiter can register after the CAS: the
         // WAITER bit it returned is the last word on who to wake.
         if let Some(waker) = self.header.waiter_of(prev) {
@@ -85,7 +101,7 @@ impl<F, T> TaskCell<F, T> {
     }
 }
 
-impl<F, T> TaskCell<F, T> {
+impl<F, T, L: Label> TaskCell<F, T, L> {
     /// Times the task out (`deadline.rs`): if it had not started, it never
     /// will, and its closure is dropped; if it runs, it is asked to stop
     /// and settles for its handle now. The waiter is woken either way,
@@ -95,12 +111,14 @@ impl<F, T> TaskCell<F, T> {
         let outcome = self.header.time_out();
         if outcome != TimeOut::Lost {
             counted();
+            let running = matches!(outcome, TimeOut::WhileRunning { .. });
+            trace::timed_out(&self.header, self.label.name(), running);
         }
         let wake = match outcome {
             TimeOut::Lost => return false,
             TimeOut::BeforeStart { wake } => {
                 // The time-out left SCHEDULED: it owns the closure.
-                ctx.drop_reporting(self.take_job());
+                self.acting(|| ctx.drop_reporting(self.take_job()));
                 wake
             }
             TimeOut::WhileRunning { wake } => wake,
@@ -119,10 +137,25 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    /// An unnamed task.
+    #[cfg(test)]
     pub(crate) fn new(f: F) -> Self {
+        TaskCell::labelled(f, ())
+    }
+}
+
+impl<F, T, L> TaskCell<F, T, L>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+    L: Label,
+{
+    /// A task named by `label`.
+    pub(crate) fn labelled(f: F, label: L) -> Self {
         TaskCell {
             header: Header::default(),
             stage: UnsafeCell::new(Stage::Pending(f)),
+            label,
         }
     }
 
@@ -140,7 +173,7 @@ where
     /// unwinding, is lost (as a closure that panicked before returning).
     ///
     /// A run `due` at a deadline tells the context how late it starts.
-    pub(crate) fn run(&self, ctx: &dyn TaskContext, due: Option<Nanos>) -> RunOutcome {
+    pub(crate) fn run(&self, ctx: &dyn TaskContext, due: Option<Nanos>, kind: Kind) -> RunOutcome {
         if self.header.leave_scheduled(RUNNING).is_none() {
             // Cancelled, or timed out before its start (counted as such).
             return if self.header.is_cancelled() {
@@ -155,11 +188,13 @@ where
         let Some(f) = self.take_job() else {
             unreachable!("a scheduled task holds its closure");
         };
-        let result = running::run_as(&self.header, || catch_unwind(AssertUnwindSafe(f)));
+        let _span = trace::run(kind, &self.header, self.label.name(), || {
+            due.map(|due| ctx.now().saturating_sub(due))
+        });
+        let result = self.acting(|| catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new));
         let (outcome, output) = match result {
             Ok(value) => (RunOutcome::Completed, Ok(value)),
             Err(payload) => {
-                let payload = PanicPayload::new(payload);
                 ctx.show_panic(&payload);
                 (RunOutcome::Panicked, Err(payload))
             }
@@ -175,13 +210,14 @@ where
     }
 }
 
-impl<F, T> Runnable for TaskCell<F, T>
+impl<F, T, L> Runnable for TaskCell<F, T, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
+    L: Label,
 {
     fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
-        TaskCell::run(this, ctx, None)
+        TaskCell::run(this, ctx, None, Kind::Task)
     }
 
     fn abandon(&self, ctx: &dyn TaskContext) {
@@ -189,15 +225,24 @@ where
             self.cancel_then(ctx, || ());
         }
     }
+
+    fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)> {
+        Some((&self.header, self.label.name()))
+    }
 }
 
-impl<F, T> Cancellable for TaskCell<F, T>
+impl<F, T, L> Cancellable for TaskCell<F, T, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
+    L: Label,
 {
     fn header(&self) -> &Header {
         TaskCell::header(self)
+    }
+
+    fn name(&self) -> Option<&StdArc<str>> {
+        TaskCell::name(self)
     }
 
     fn cancel(&self, ctx: &dyn TaskContext) -> bool {
@@ -205,10 +250,11 @@ where
     }
 }
 
-impl<F, T> Joinable<T> for TaskCell<F, T>
+impl<F, T, L> Joinable<T> for TaskCell<F, T, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
+    L: Label,
 {
     fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
         self

@@ -36,12 +36,14 @@ use super::context::TaskContext;
 use super::entry::TimerEntry;
 use super::error::{PanicPayload, TaskError};
 use super::job::{Job, RunOutcome, Runnable};
+use super::name::Label;
 use super::state::{Cancellable, Header, Joinable};
+use super::trace::Kind;
 
 /// A task with a time-out at `deadline`, and the fallback that gives its
 /// value if the time-out wins.
-pub(crate) struct DeadlineTask<F, T, G> {
-    task: TaskCell<F, T>,
+pub(crate) struct DeadlineTask<F, T, G, L = ()> {
+    task: TaskCell<F, T, L>,
     fallback: UnsafeCell<Option<G>>,
     /// Its entry in the timer (which holds it weakly), told when the task
     /// ends first so that the sweep can take it out.
@@ -51,18 +53,19 @@ pub(crate) struct DeadlineTask<F, T, G> {
 // SAFETY: the task cell is `Sync` by its own ground rules; `fallback` is
 // only touched by the unique handle, in `take_output` (called once), or
 // dropped with the cell.
-unsafe impl<F: Send, T: Send, G: Send> Sync for DeadlineTask<F, T, G> {}
+unsafe impl<F: Send, T: Send, G: Send, L: Sync> Sync for DeadlineTask<F, T, G, L> {}
 
-impl<F, T, G> DeadlineTask<F, T, G>
+impl<F, T, G, L> DeadlineTask<F, T, G, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
     G: FnOnce() -> T + Send + 'static,
+    L: Label,
 {
-    /// The task, and its entry for the timer.
-    pub(crate) fn new(f: F, deadline: Nanos, fallback: Option<G>) -> StdArc<Self> {
+    /// The task (named by `label`), and its entry for the timer.
+    pub(crate) fn new(f: F, deadline: Nanos, fallback: Option<G>, label: L) -> StdArc<Self> {
         StdArc::new_cyclic(|task| DeadlineTask {
-            task: TaskCell::new(f),
+            task: TaskCell::labelled(f, label),
             fallback: UnsafeCell::new(fallback),
             entry: StdArc::new(TimeoutEntry {
                 task: task.clone(),
@@ -90,14 +93,15 @@ where
     }
 }
 
-impl<F, T, G> Runnable for DeadlineTask<F, T, G>
+impl<F, T, G, L> Runnable for DeadlineTask<F, T, G, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
     G: FnOnce() -> T + Send + 'static,
+    L: Label,
 {
     fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
-        let outcome = this.task.run(ctx, None);
+        let outcome = this.task.run(ctx, None, Kind::WithTimeout);
         let ran = matches!(outcome, RunOutcome::Completed | RunOutcome::Panicked);
         if ran && !this.task.header().is_timed_out() {
             this.ended_first(ctx);
@@ -110,16 +114,25 @@ where
             self.task.cancel_then(ctx, || self.ended_first(ctx));
         }
     }
+
+    fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)> {
+        Some((self.task.header(), self.task.name()))
+    }
 }
 
-impl<F, T, G> Cancellable for DeadlineTask<F, T, G>
+impl<F, T, G, L> Cancellable for DeadlineTask<F, T, G, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
     G: FnOnce() -> T + Send + 'static,
+    L: Label,
 {
     fn header(&self) -> &Header {
         self.task.header()
+    }
+
+    fn name(&self) -> Option<&StdArc<str>> {
+        self.task.name()
     }
 
     fn cancel(&self, ctx: &dyn TaskContext) -> bool {
@@ -127,11 +140,12 @@ where
     }
 }
 
-impl<F, T, G> Joinable<T> for DeadlineTask<F, T, G>
+impl<F, T, G, L> Joinable<T> for DeadlineTask<F, T, G, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
     G: FnOnce() -> T + Send + 'static,
+    L: Label,
 {
     fn take_output(&self) -> Result<T, TaskError> {
         if !self.task.header().is_timed_out() {
@@ -163,11 +177,12 @@ pub(crate) struct TimeoutEntry<C> {
     deadline: Nanos,
 }
 
-impl<F, T, G> TimerEntry for TimeoutEntry<DeadlineTask<F, T, G>>
+impl<F, T, G, L> TimerEntry for TimeoutEntry<DeadlineTask<F, T, G, L>>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
     G: FnOnce() -> T + Send + 'static,
+    L: Label,
 {
     fn deadline(&self) -> Nanos {
         self.deadline
@@ -230,6 +245,7 @@ mod loom_model {
                 },
                 5,
                 None::<fn() -> u32>,
+                (),
             );
             let runner = {
                 let (pool, job) = (Arc::clone(&pool), Job::task(StdArc::clone(&cell)));

@@ -4,8 +4,10 @@
 use std::any::Any;
 use std::fmt;
 
-use crate::sync::Mutex;
+use crate::sync::{Mutex, StdArc};
 
+use super::id::TaskId;
+use super::running;
 use super::unwind::drop_payload;
 
 /// Why a task produced no value.
@@ -80,7 +82,13 @@ impl std::error::Error for TaskError {}
 /// its destructor panics, that panic is caught (and the payload of that
 /// one dropped the same way). The raw payload from `into_inner` has no such
 /// guard.
-pub struct PanicPayload(Box<Repr>);
+pub struct PanicPayload(Box<Caught>);
+
+/// A caught panic, and the task whose code panicked.
+struct Caught {
+    repr: Repr,
+    task: Option<(TaskId, Option<StdArc<str>>)>,
+}
 
 /// The two common payloads (`&'static str`, `String`) are kept as text; any
 /// other payload sits behind a lock, which only makes it `Sync` (it is only
@@ -93,6 +101,8 @@ enum Repr {
 }
 
 impl PanicPayload {
+    /// The payload of a panic caught now, by the task whose code runs on
+    /// this thread, if any (`running.rs`).
     pub(crate) fn new(payload: Box<dyn Any + Send>) -> Self {
         let repr = match payload.downcast::<&'static str>() {
             Ok(s) => Repr::Static(*s),
@@ -101,23 +111,60 @@ impl PanicPayload {
                 Err(payload) => Repr::Other(Mutex::new(payload)),
             },
         };
-        PanicPayload(Box::new(repr))
+        PanicPayload(Box::new(Caught {
+            repr,
+            task: running::current(),
+        }))
     }
 
     /// The panic message, if the task panicked with text (`panic!("...")`,
     /// with or without format arguments); `None` for any other payload.
     pub fn message(&self) -> Option<&str> {
-        match &*self.0 {
+        match &self.0.repr {
             Repr::Static(s) => Some(s),
             Repr::Owned(s) => Some(s),
             Repr::Other(_) => None,
         }
     }
 
+    /// The id of the task whose code panicked: its closure, its trigger, or
+    /// the destructor of its closure when a cancel dropped it. `None` for a
+    /// panic of code that belongs to no task (a closure given to
+    /// `execute`, a task's output dropped after its run, a waker).
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use std::sync::{Arc, Mutex};
+    ///
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let hook_seen = seen.clone();
+    /// let pool = ScheduledExecutor::builder()
+    ///     .worker_threads(1)
+    ///     .on_panic(move |panic| {
+    ///         let who = (panic.task_id(), panic.task_name().map(str::to_owned));
+    ///         hook_seen.lock().unwrap().push(who);
+    ///     })
+    ///     .build()?;
+    /// let handle = pool.task().name("nightly-report").submit(|| -> u32 { panic!("no data") })?;
+    /// let id = handle.id();
+    /// assert!(handle.join().is_err());
+    /// assert_eq!(*seen.lock().unwrap(), [(Some(id), Some("nightly-report".to_owned()))]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn task_id(&self) -> Option<TaskId> {
+        self.0.task.as_ref().map(|(id, _)| *id)
+    }
+
+    /// The name of the task whose code panicked, if it has one (see
+    /// [`task_id`](Self::task_id)).
+    pub fn task_name(&self) -> Option<&str> {
+        self.0.task.as_ref().and_then(|(_, name)| name.as_deref())
+    }
+
     /// The payload as `std::panic::catch_unwind` would have returned it.
     pub fn into_inner(mut self) -> Box<dyn Any + Send> {
         // What is left behind is dropped by `Drop` with nothing to run.
-        match std::mem::replace(&mut *self.0, Repr::Static("")) {
+        match std::mem::replace(&mut self.0.repr, Repr::Static("")) {
             Repr::Static(s) => Box::new(s),
             Repr::Owned(s) => Box::new(s),
             Repr::Other(m) => m.into_inner(),
@@ -127,7 +174,7 @@ impl PanicPayload {
 
 impl Drop for PanicPayload {
     fn drop(&mut self) {
-        if let Repr::Other(m) = &mut *self.0 {
+        if let Repr::Other(m) = &mut self.0.repr {
             let payload = std::mem::replace(&mut *m.lock(), Box::new(()));
             drop_payload(payload);
         }

@@ -25,7 +25,12 @@ use crate::sync::StdArc;
 
 use super::context::{NoPool, TaskContext};
 use super::error::PanicPayload;
+use super::id::TaskId;
+use super::state::Header;
 use super::unwind::ignore_panic;
+
+/// A task's id and name.
+pub(crate) type TaskIdentity = (TaskId, Option<StdArc<str>>);
 
 /// What running a job did, for the worker's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +65,8 @@ struct VTable {
     run: unsafe fn(&mut Slot, &dyn TaskContext) -> RunOutcome,
     /// Takes the value out of the slot and cancels it.
     cancel: unsafe fn(&mut Slot, &dyn TaskContext),
+    /// The id and name of the value's task, if it is a task's.
+    identity: unsafe fn(&Slot) -> Option<TaskIdentity>,
     /// The `TypeId` of `U`.
     type_id: fn() -> TypeId,
 }
@@ -98,6 +105,22 @@ unsafe fn take<U>(slot: &mut Slot) -> U {
     }
 }
 
+/// Borrows the value in a slot filled by `store::<U>`.
+///
+/// # Safety
+///
+/// `slot` was filled by `store::<U>` with this same `U`, and the value was
+/// not taken out.
+unsafe fn peek<U>(slot: &Slot) -> &U {
+    if is_inline::<U>() {
+        // SAFETY: a `U` is stored inline here, not taken (caller).
+        unsafe { &*slot.as_ptr().cast::<U>() }
+    } else {
+        // SAFETY: a `Box<U>` pointer is stored here, not taken (caller).
+        unsafe { &*slot.assume_init().cast::<U>() }
+    }
+}
+
 /// The vtable of one `U`, as a promoted `'static` constant.
 struct VTableOf<U>(std::marker::PhantomData<U>);
 
@@ -107,6 +130,8 @@ impl<U: Unit> VTableOf<U> {
         // that `Job::new::<U>` filled, and never touches the slot afterwards.
         run: |slot, ctx| unsafe { take::<U>(slot) }.run(ctx),
         cancel: |slot, ctx| unsafe { take::<U>(slot) }.cancel(ctx),
+        // SAFETY: `Job` calls it on the filled slot before the value is taken.
+        identity: |slot| unsafe { peek::<U>(slot) }.identity(),
         type_id: TypeId::of::<U>,
     };
 }
@@ -154,6 +179,13 @@ impl Job {
         unsafe { (this.vtable.run)(&mut this.slot, ctx) }
     }
 
+    /// The id and name of the task this job runs; `None` for a closure
+    /// from `execute`.
+    pub(crate) fn identity(&self) -> Option<TaskIdentity> {
+        // SAFETY: as in `run`: made together; the value is still there.
+        unsafe { (self.vtable.identity)(&self.slot) }
+    }
+
     /// Gives the job up unrun: drops its closure and cancels its task, if
     /// it has one. A panic of that user code (the closure's destructor, the
     /// task's waker) is reported through `ctx`, never unwound.
@@ -189,6 +221,11 @@ trait Unit: Send + 'static {
 
     /// Gives it up unrun (see [`Job::cancel`]).
     fn cancel(self, ctx: &dyn TaskContext);
+
+    /// See [`Job::identity`].
+    fn identity(&self) -> Option<TaskIdentity> {
+        None
+    }
 }
 
 /// A closure from `execute`.
@@ -221,6 +258,10 @@ pub(crate) trait Runnable: Send + Sync + 'static {
     /// Cancels the task if it has not started (its job is given up unrun),
     /// reporting panics of its user code through `ctx`.
     fn abandon(&self, ctx: &dyn TaskContext);
+
+    /// The header and name of the user's task this job runs; `None` if it
+    /// runs none (a timer future's alarm, a check of the wall clock).
+    fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)>;
 }
 
 /// A task with a handle: the queue's reference to its cell (`None` once
@@ -245,6 +286,11 @@ impl<C: Runnable> Unit for TaskRef<C> {
             cell.abandon(ctx);
             ctx.drop_reporting(cell);
         }
+    }
+
+    fn identity(&self) -> Option<TaskIdentity> {
+        let (header, name) = self.0.as_ref()?.identity()?;
+        Some((header.id(), name.cloned()))
     }
 }
 

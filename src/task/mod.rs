@@ -7,8 +7,10 @@
 //!   (periodic, or on any trigger);
 //! * `job.rs`: [`Job`], the two-word unit the queues move;
 //! * `deadline.rs`: a task with a time-out, its own timer entry;
+//! * `id.rs`, `name.rs`: a task's [`TaskId`], drawn the first time
+//!   someone asks, and its name, if it was given one;
 //! * `running.rs`: the task running on this thread, for
-//!   `chronopool::cancelled()`;
+//!   `chronopool::cancelled()`, `task_id()` and `task_name()`;
 //! * `entry.rs`: [`TimerEntry`], what the timer holds for a task;
 //! * `alarm.rs`: [`Alarm`], what it holds for a timer future: a deadline
 //!   and a waker, rung on the timer's thread;
@@ -16,7 +18,8 @@
 //!   (report a panic, read the clock, re-arm, count a cancel), and where
 //!   the panics of user code that no handle reports go;
 //! * `error.rs`, `unwind.rs`: what a task ends with, and the boundary every
-//!   piece of user code runs behind.
+//!   piece of user code runs behind;
+//! * `trace.rs`: the spans and events of the `tracing` feature.
 //!
 //! Nothing here imports the pool, the timer or the API: they import this.
 
@@ -26,11 +29,14 @@ pub(crate) mod context;
 pub(crate) mod deadline;
 pub(crate) mod entry;
 pub(crate) mod error;
+pub(crate) mod id;
 pub(crate) mod job;
+pub(crate) mod name;
 pub(crate) mod recurring;
 pub(crate) mod running;
 pub(crate) mod scheduled;
 pub(crate) mod state;
+pub(crate) mod trace;
 pub(crate) mod unwind;
 
 pub(crate) use alarm::{Alarm, Rang};
@@ -39,7 +45,9 @@ pub(crate) use context::TaskContext;
 pub(crate) use deadline::DeadlineTask;
 pub(crate) use entry::{TimerEntry, WallTask};
 pub use error::{PanicPayload, TaskError};
+pub use id::TaskId;
 pub(crate) use job::{Job, RunOutcome};
+pub(crate) use name::Label;
 pub(crate) use recurring::{Once, RecurringTask, Repeat, Reschedulable, Until};
 pub(crate) use scheduled::ScheduledTask;
 pub(crate) use state::{Cancellable, Header, Joinable};

@@ -64,10 +64,12 @@ use super::context::TaskContext;
 use super::entry::{TimerEntry, WallTask};
 use super::error::{PanicPayload, TaskError};
 use super::job::{Job, RunOutcome, Runnable};
+use super::name::Label;
 use super::running;
 use super::state::{
     Cancellable, Header, Joinable, PeriodicCancel, RescheduleRequest, Reset, PLACEMENTS, RUNNING,
 };
+use super::trace::{self, Kind};
 
 /// What the holder of RUNNING owns (module doc). `repr(C)`: what a run of
 /// a periodic task touches comes first (see [`RecurringTask`]).
@@ -103,6 +105,8 @@ impl<B, G: Trigger> Owned<B, G> {
 pub(crate) trait Body: Send + 'static {
     /// The value a run can end the task with.
     type Output: Send + 'static;
+    /// What kind of task runs it, for `tracing`.
+    const KIND: Kind;
     /// Runs once: `Break` ends the task with the value.
     fn call(&mut self) -> ControlFlow<Self::Output>;
 }
@@ -112,6 +116,7 @@ pub(crate) struct Repeat<F>(pub(crate) F);
 
 impl<F: FnMut() + Send + 'static> Body for Repeat<F> {
     type Output = ();
+    const KIND: Kind = Kind::Periodic;
     fn call(&mut self) -> ControlFlow<()> {
         (self.0)();
         ControlFlow::Continue(())
@@ -133,6 +138,7 @@ where
     T: Send + 'static,
 {
     type Output = T;
+    const KIND: Kind = Kind::Trigger;
     fn call(&mut self) -> ControlFlow<T> {
         (self.0)()
     }
@@ -147,6 +153,7 @@ where
     T: Send + 'static,
 {
     type Output = T;
+    const KIND: Kind = Kind::WallTime;
     fn call(&mut self) -> ControlFlow<T> {
         match self.0.take() {
             Some(f) => ControlFlow::Break(f()),
@@ -163,7 +170,7 @@ where
 /// the reschedule slot, the wall-clock watch) is touched once per task or
 /// rarely.
 #[repr(C)]
-pub(crate) struct RecurringTask<B: Body, G> {
+pub(crate) struct RecurringTask<B: Body, G, L = ()> {
     header: Header,
     deadline: AtomicU64,
     /// The wall time the current deadline stands for, in nanoseconds since
@@ -186,6 +193,8 @@ pub(crate) struct RecurringTask<B: Body, G> {
     replaced: AtomicBool,
     /// The task has been given to the timer's watch of the wall clock.
     watched: AtomicBool,
+    /// Its name, if it has one.
+    label: L,
 }
 
 // SAFETY: shared through `StdArc`; `owned` is touched only by the holder
@@ -195,7 +204,7 @@ pub(crate) struct RecurringTask<B: Body, G> {
 // (module doc). The body, the trigger and the output move between
 // threads, hence `Send`; they
 // are never shared.
-unsafe impl<B: Body, G: Send> Sync for RecurringTask<B, G> {}
+unsafe impl<B: Body, G: Send, L: Sync> Sync for RecurringTask<B, G, L> {}
 
 /// Where the next deadline comes from, for [`RecurringTask::place`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,13 +220,14 @@ fn catching<R>(f: impl FnOnce() -> R) -> Result<R, PanicPayload> {
     catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new)
 }
 
-impl<B, G> RecurringTask<B, G>
+impl<B, G, L> RecurringTask<B, G, L>
 where
     B: Body,
     G: Trigger,
+    L: Label,
 {
     /// A task not yet placed: [`first`](Self::first) places it.
-    pub(crate) fn new(body: B, trigger: G, periodic: bool) -> Self {
+    pub(crate) fn new(body: B, trigger: G, periodic: bool, label: L) -> Self {
         RecurringTask {
             header: Header::default(),
             periodic,
@@ -232,6 +242,7 @@ where
             replacement: Mutex::new(None),
             replaced: AtomicBool::new(false),
             watched: AtomicBool::new(false),
+            label,
         }
     }
 
@@ -271,6 +282,11 @@ where
         body
     }
 
+    /// Runs `f`, user code of this task, as the task (`running.rs`).
+    fn acting<R>(&self, f: impl FnOnce() -> R) -> R {
+        running::run_as(&self.header, self.label.name(), f)
+    }
+
     /// The owned part. Only the holder of RUNNING (or the canceller that
     /// won) calls this, and never twice at once.
     #[allow(clippy::mut_from_ref)]
@@ -298,13 +314,14 @@ where
         // fixed rate's arithmetic inlines here); a replaced one through
         // its box.
         let next = match trigger {
-            Current::Initial(trigger) => catching(|| trigger.next(&context))?,
-            Current::Replaced(trigger) => catching(|| trigger.next(&context))?,
+            Current::Initial(trigger) => self.acting(|| catching(|| trigger.next(&context)))?,
+            Current::Replaced(trigger) => self.acting(|| catching(|| trigger.next(&context)))?,
             Current::Gone => None,
         };
         let (skipped, delayed) = context.missed();
         if skipped + delayed > 0 {
             ctx.note_missed(skipped, delayed);
+            trace::missed_runs(&self.header, self.label.name(), skipped, delayed);
         }
         Ok(next.map(|next| self.set_next(ctx, &context, next)))
     }
@@ -462,14 +479,18 @@ where
                 return RunOutcome::Skipped;
             }
         }
-        ctx.started_late(this.deadline.load(Ordering::Relaxed));
+        let deadline = this.deadline.load(Ordering::Relaxed);
+        ctx.started_late(deadline);
+        let _span = trace::run(B::KIND, &this.header, this.label.name(), || {
+            Some(ctx.now().saturating_sub(deadline))
+        });
         let owned = this.owned();
         let records = owned.records_run_times();
         let start = if records { ctx.now() } else { NONE };
         let Some(job) = owned.job.as_mut() else {
             unreachable!("a task holds its closure until it ends");
         };
-        match running::run_as(&this.header, || catching(|| job.call())) {
+        match this.acting(|| catching(|| job.call())) {
             Err(payload) => {
                 this.end_panicked(ctx, payload);
                 RunOutcome::Panicked
@@ -530,9 +551,11 @@ where
             owned.job.take(),
             std::mem::replace(&mut owned.trigger, Current::Gone),
         );
-        ctx.drop_reporting(user_code);
         let replacement = self.replacement.lock().take();
-        ctx.drop_reporting(replacement);
+        self.acting(|| {
+            ctx.drop_reporting(user_code);
+            ctx.drop_reporting(replacement);
+        });
     }
 
     /// Ends a task that `cancel_periodic` stopped between runs: `counted`
@@ -612,10 +635,11 @@ where
 /// clocks is read with two clock reads, so it jitters by a little).
 pub(crate) const WALL_TOLERANCE: Nanos = 1_000_000;
 
-impl<B, G> Runnable for RecurringTask<B, G>
+impl<B, G, L> Runnable for RecurringTask<B, G, L>
 where
     B: Body,
     G: Trigger,
+    L: Label,
 {
     fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         Self::run_at(this, 0, ctx)
@@ -624,12 +648,17 @@ where
     fn abandon(&self, ctx: &dyn TaskContext) {
         self.abandon_at(0, ctx);
     }
+
+    fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)> {
+        Some((&self.header, self.label.name()))
+    }
 }
 
-impl<B, G> Cancellable for RecurringTask<B, G>
+impl<B, G, L> Cancellable for RecurringTask<B, G, L>
 where
     B: Body,
     G: Trigger,
+    L: Label,
 {
     fn header(&self) -> &Header {
         &self.header
@@ -645,12 +674,17 @@ where
     fn deadline(&self) -> Option<Nanos> {
         Some(self.deadline.load(Ordering::Relaxed))
     }
+
+    fn name(&self) -> Option<&StdArc<str>> {
+        self.label.name()
+    }
 }
 
-impl<B, G> Joinable<Ended<B::Output>> for RecurringTask<B, G>
+impl<B, G, L> Joinable<Ended<B::Output>> for RecurringTask<B, G, L>
 where
     B: Body,
     G: Trigger,
+    L: Label,
 {
     fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
         self
@@ -670,10 +704,11 @@ where
     }
 }
 
-impl<B, G> TimerEntry for RecurringTask<B, G>
+impl<B, G, L> TimerEntry for RecurringTask<B, G, L>
 where
     B: Body,
     G: Trigger,
+    L: Label,
 {
     fn deadline(&self) -> Nanos {
         self.deadline.load(Ordering::Relaxed)
@@ -696,10 +731,11 @@ where
     }
 }
 
-impl<B, G> WallTask for RecurringTask<B, G>
+impl<B, G, L> WallTask for RecurringTask<B, G, L>
 where
     B: Body,
     G: Trigger,
+    L: Label,
 {
     fn check_job(self: StdArc<Self>) -> Job {
         Job::task(StdArc::new(WallCheck(self)))
@@ -712,10 +748,11 @@ pub(crate) trait Reschedulable: Send + Sync {
     fn reschedule(self: StdArc<Self>, trigger: Box<dyn Trigger>, ctx: &dyn TaskContext) -> bool;
 }
 
-impl<B, G> Reschedulable for RecurringTask<B, G>
+impl<B, G, L> Reschedulable for RecurringTask<B, G, L>
 where
     B: Body,
     G: Trigger,
+    L: Label,
 {
     fn reschedule(self: StdArc<Self>, trigger: Box<dyn Trigger>, ctx: &dyn TaskContext) -> bool {
         Self::reschedule(&self, trigger, ctx)
@@ -729,10 +766,11 @@ struct Placement<C> {
     placement: usize,
 }
 
-impl<B, G> Runnable for Placement<RecurringTask<B, G>>
+impl<B, G, L> Runnable for Placement<RecurringTask<B, G, L>>
 where
     B: Body,
     G: Trigger,
+    L: Label,
 {
     fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         RecurringTask::run_at(&this.task, this.placement, ctx)
@@ -741,12 +779,17 @@ where
     fn abandon(&self, ctx: &dyn TaskContext) {
         self.task.abandon_at(self.placement, ctx);
     }
+
+    fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)> {
+        Some((&self.task.header, self.task.label.name()))
+    }
 }
 
-impl<B, G> TimerEntry for Placement<RecurringTask<B, G>>
+impl<B, G, L> TimerEntry for Placement<RecurringTask<B, G, L>>
 where
     B: Body,
     G: Trigger,
+    L: Label,
 {
     fn deadline(&self) -> Nanos {
         self.task.deadline.load(Ordering::Relaxed)
@@ -775,27 +818,33 @@ where
 /// unrun, it changes nothing.
 struct WallCheck<C>(StdArc<C>);
 
-impl<B, G> Runnable for WallCheck<RecurringTask<B, G>>
+impl<B, G, L> Runnable for WallCheck<RecurringTask<B, G, L>>
 where
     B: Body,
     G: Trigger,
+    L: Label,
 {
     fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         RecurringTask::wall_check(&this.0, ctx)
     }
 
     fn abandon(&self, _: &dyn TaskContext) {}
+
+    fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)> {
+        None
+    }
 }
 
 /// A one-shot task at a wall time (a [`Once`] body), seen as a task with
 /// output `T`: its run ends it with its value.
 pub(crate) struct OnceView<C>(pub(crate) StdArc<C>);
 
-impl<F, G, T> Cancellable for OnceView<RecurringTask<Once<F>, G>>
+impl<F, G, T, L> Cancellable for OnceView<RecurringTask<Once<F>, G, L>>
 where
     F: FnOnce() -> T + Send + 'static,
     G: Trigger,
     T: Send + 'static,
+    L: Label,
 {
     fn header(&self) -> &Header {
         &self.0.header
@@ -808,13 +857,18 @@ where
     fn deadline(&self) -> Option<Nanos> {
         Cancellable::deadline(&*self.0)
     }
+
+    fn name(&self) -> Option<&StdArc<str>> {
+        Cancellable::name(&*self.0)
+    }
 }
 
-impl<F, G, T> Joinable<T> for OnceView<RecurringTask<Once<F>, G>>
+impl<F, G, T, L> Joinable<T> for OnceView<RecurringTask<Once<F>, G, L>>
 where
     F: FnOnce() -> T + Send + 'static,
     G: Trigger,
     T: Send + 'static,
+    L: Label,
 {
     fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
         StdArc::clone(&self.0) as StdArc<dyn Cancellable>
@@ -863,7 +917,7 @@ mod tests {
             let _keep = &capture;
             r.fetch_add(1, Ordering::SeqCst);
         });
-        let task = StdArc::new(RecurringTask::new(body, trigger, true));
+        let task = StdArc::new(RecurringTask::new(body, trigger, true, ()));
         assert!(RecurringTask::first(&task, ctx).is_some());
         (task, runs, drops)
     }
@@ -946,7 +1000,7 @@ mod tests {
         crate::task::unwind::quiet_expected_panics();
         let ctx = TestContext::default();
         let body = Repeat(|| panic!("expected: a periodic run panicked"));
-        let task = StdArc::new(RecurringTask::new(body, FixedRate::new(SECOND), true));
+        let task = StdArc::new(RecurringTask::new(body, FixedRate::new(SECOND), true, ()));
         assert!(RecurringTask::first(&task, &ctx).is_some());
         assert_eq!(Job::task(task.clone()).run(&ctx), RunOutcome::Panicked);
         assert_eq!(ctx.panics.lock().unwrap().len(), 1);
@@ -1089,6 +1143,7 @@ mod loom_model {
                     period: 1,
                 },
                 true,
+                (),
             ));
             assert_eq!(RecurringTask::first(&cell, &*pool), Some(0));
             // The first run: its job, as the timer hands it over when due.
@@ -1167,6 +1222,7 @@ mod loom_model {
                     period: OLD,
                 },
                 true,
+                (),
             ));
             assert_eq!(RecurringTask::first(&cell, &*pool), Some(0));
             let first = Job::task(StdArc::clone(&cell));

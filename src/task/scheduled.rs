@@ -17,11 +17,13 @@ use super::context::TaskContext;
 use super::entry::TimerEntry;
 use super::error::TaskError;
 use super::job::{Job, RunOutcome, Runnable};
+use super::name::Label;
 use super::state::{Cancellable, Header, Joinable};
+use super::trace::Kind;
 
-/// A one-shot task with a deadline.
-pub(crate) struct ScheduledTask<F, T> {
-    task: TaskCell<F, T>,
+/// A one-shot task with a deadline (and a name in `L`, if it has one).
+pub(crate) struct ScheduledTask<F, T, L = ()> {
+    task: TaskCell<F, T, L>,
     deadline: Nanos,
 }
 
@@ -30,35 +32,59 @@ where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
+    /// An unnamed task.
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn new(f: F, deadline: Nanos) -> Self {
+        ScheduledTask::labelled(f, deadline, ())
+    }
+}
+
+impl<F, T, L> ScheduledTask<F, T, L>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+    L: Label,
+{
+    /// A task named by `label`.
+    pub(crate) fn labelled(f: F, deadline: Nanos, label: L) -> Self {
         ScheduledTask {
-            task: TaskCell::new(f),
+            task: TaskCell::labelled(f, label),
             deadline,
         }
     }
 }
 
-impl<F, T> Runnable for ScheduledTask<F, T>
+impl<F, T, L> Runnable for ScheduledTask<F, T, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
+    L: Label,
 {
     fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
-        this.task.run(ctx, Some(this.deadline))
+        this.task.run(ctx, Some(this.deadline), Kind::Scheduled)
     }
 
     fn abandon(&self, ctx: &dyn TaskContext) {
         self.task.abandon(ctx);
     }
+
+    fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)> {
+        Some((self.task.header(), self.task.name()))
+    }
 }
 
-impl<F, T> Cancellable for ScheduledTask<F, T>
+impl<F, T, L> Cancellable for ScheduledTask<F, T, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
+    L: Label,
 {
     fn header(&self) -> &Header {
         self.task.header()
+    }
+
+    fn name(&self) -> Option<&StdArc<str>> {
+        self.task.name()
     }
 
     fn cancel(&self, ctx: &dyn TaskContext) -> bool {
@@ -70,10 +96,11 @@ where
     }
 }
 
-impl<F, T> Joinable<T> for ScheduledTask<F, T>
+impl<F, T, L> Joinable<T> for ScheduledTask<F, T, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
+    L: Label,
 {
     fn take_output(&self) -> Result<T, TaskError> {
         self.task.take_output()
@@ -84,10 +111,11 @@ where
     }
 }
 
-impl<F, T> TimerEntry for ScheduledTask<F, T>
+impl<F, T, L> TimerEntry for ScheduledTask<F, T, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
+    L: Label,
 {
     fn deadline(&self) -> Nanos {
         self.deadline

@@ -82,11 +82,13 @@
 
 use std::task::Waker;
 
+use crate::sync::cell::UnsafeCell;
 use crate::sync::{AtomicUsize, Mutex, Ordering, StdArc};
 use crate::time::Nanos;
 
 use super::context::TaskContext;
 use super::error::TaskError;
+use super::id::{IdSlot, TaskId};
 
 const LIFECYCLE: usize = 0b11;
 pub(crate) const SCHEDULED: usize = 0;
@@ -181,6 +183,11 @@ pub(crate) trait Cancellable: Send + Sync {
     fn deadline(&self) -> Option<Nanos> {
         None
     }
+
+    /// The task's name, if it was given one.
+    fn name(&self) -> Option<&StdArc<str>> {
+        None
+    }
 }
 
 /// The handle's view of a task cell with output `T`.
@@ -194,14 +201,57 @@ pub(crate) trait Joinable<T>: Cancellable {
 }
 
 /// The part of a task cell that does not depend on its closure or output
-/// type: the state word and the waiter slot.
-#[derive(Debug, Default)]
+/// type: the state word, the waiter slot, and the task's id.
+///
+/// The waiter's lock is a separate one-byte `Mutex<()>` beside the slot,
+/// not a `Mutex<Option<Waker>>`: the compiler can then lay the id word and
+/// the lock byte out side by side in what was the padding of the lock, and
+/// the header stays 32 bytes.
 pub(crate) struct Header {
     state: AtomicUsize,
-    waiter: Mutex<Option<Waker>>,
+    id: IdSlot,
+    /// Guards `waiter`.
+    waiter_lock: Mutex<()>,
+    waiter: UnsafeCell<Option<Waker>>,
 }
 
+impl Default for Header {
+    fn default() -> Self {
+        Header {
+            state: AtomicUsize::new(SCHEDULED),
+            id: IdSlot::default(),
+            waiter_lock: Mutex::new(()),
+            waiter: UnsafeCell::new(None),
+        }
+    }
+}
+
+impl std::fmt::Debug for Header {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Header")
+            .field("state", &self.state.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: `waiter` is only touched under `waiter_lock` (`with_waiter`);
+// a `Waker` is `Send + Sync`.
+unsafe impl Sync for Header {}
+
 impl Header {
+    /// The task's id (drawn the first time it is asked for: `id.rs`).
+    pub(crate) fn id(&self) -> TaskId {
+        self.id.get()
+    }
+
+    /// Runs `f` on the waiter slot, under its lock.
+    fn with_waiter<R>(&self, f: impl FnOnce(&mut Option<Waker>) -> R) -> R {
+        let _locked = self.waiter_lock.lock();
+        // SAFETY: the slot is only reached here, under the lock held for
+        // the whole call: no other reference to it exists meanwhile.
+        self.waiter.with_mut(|slot| f(unsafe { &mut *slot }))
+    }
+
     /// Moves the lifecycle from SCHEDULED to `to`, returning the state it
     /// left, or `None` if it was not SCHEDULED. The winner owns the closure
     /// slot from then on.
@@ -234,7 +284,7 @@ impl Header {
 
     /// Takes the registered waker out (the caller wakes it).
     pub(crate) fn take_waiter(&self) -> Option<Waker> {
-        self.waiter.lock().take()
+        self.with_waiter(Option::take)
     }
 
     /// Claims a recurring task for the timer entry of placement
@@ -409,14 +459,13 @@ impl Header {
     /// the caller to drop (user code: see the module doc), after the
     /// protocol's steps are done.
     pub(crate) fn register(&self, waker: &Waker) -> Registration {
-        let replaced = {
-            let mut slot = self.waiter.lock();
+        let replaced = self.with_waiter(|slot| {
             if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
                 None
             } else {
                 slot.replace(waker.clone())
             }
-        };
+        });
         let registered = self
             .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
@@ -443,4 +492,18 @@ pub(crate) struct Registration {
     pub(crate) registered: bool,
     /// Wakers that left the slot, for the caller to drop.
     pub(crate) stale: [Option<Waker>; 2],
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The id word and the waiter's lock byte share what would be the
+    /// padding of a `Mutex<Option<Waker>>`: 8 (state) + 4 (id) + 1 (lock)
+    /// + 16 (waker) fit in 32 bytes, as the header without an id did.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn the_header_stays_32_bytes() {
+        assert_eq!(std::mem::size_of::<Header>(), 32);
+    }
 }
