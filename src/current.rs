@@ -143,9 +143,8 @@ pub fn cancelled() -> bool {
         || worker::with_current(|ctx| ctx.is_some_and(|ctx| ctx.pool.lifecycle.is_stopped()))
 }
 
-/// The id of the task whose code runs on this thread: its closure, its
-/// trigger, or the destructor of its closure when a cancel dropped it.
-/// `None` outside a task, and in a closure given to
+/// The id of the task whose closure runs on this thread (the innermost
+/// one, when a join runs another task meanwhile). `None` outside a task, and in a closure given to
 /// [`execute`](crate::ScheduledExecutor::execute) without a name (it has
 /// no task cell, so no id).
 ///

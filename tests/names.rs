@@ -358,3 +358,18 @@ fn a_task_run_inside_a_join_restores_the_joining_task() {
     assert_eq!(inner_seen, (Some(inner_id), None));
     assert_eq!(after, (Some(outer_id), Some("outer".into())));
 }
+
+/// A handle awaited as a `Future` keeps its id; used again, it panics.
+#[test]
+fn a_handle_keeps_its_id_after_returning_its_result_as_a_future() {
+    let pool = ScheduledExecutor::builder().worker_threads(1).build().unwrap();
+    let mut handle = pool.task().name("awaited").submit(|| 7).unwrap();
+    let id = handle.id();
+    assert_eq!(common::block_on(&mut handle).unwrap(), 7);
+    assert_eq!((handle.id(), handle.name()), (id, Some("awaited")));
+    assert!(handle.is_finished());
+    assert!(format!("{handle:?}").contains(&format!("{id:?}")));
+    quiet_expected_panics();
+    let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle.join()));
+    assert!(again.is_err(), "the result was already returned");
+}

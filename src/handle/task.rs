@@ -47,10 +47,10 @@ use super::CancelHandle;
 /// ```
 #[must_use = "dropping a TaskHandle detaches its task: it still runs, and its result is dropped"]
 pub struct TaskHandle<T> {
-    /// The cell; `None` only once the handle is dropped.
+    /// The cell; `None` only once the handle is dropped. (Whether it
+    /// returned its result as a `Future` is a flag in the cell's header:
+    /// a handle is two words and a pointer, not a byte more.)
     task: Option<StdArc<dyn Joinable<T>>>,
-    /// The output was taken by a poll that returned `Ready`.
-    returned: bool,
     /// Where the panics of the task's user code go (its closure dropped by
     /// `cancel`, its output dropped with the handle, a waker), and the
     /// timer a scheduled task's cancel is counted with.
@@ -61,7 +61,6 @@ impl<T> TaskHandle<T> {
     pub(crate) fn new(task: StdArc<dyn Joinable<T>>, pool: Arc<Pool>) -> Self {
         TaskHandle {
             task: Some(task),
-            returned: false,
             pool,
         }
     }
@@ -122,11 +121,12 @@ impl<T> TaskHandle<T> {
 
     /// The cell, whose output is still to be taken.
     fn task(&self) -> &StdArc<dyn Joinable<T>> {
+        let cell = self.cell();
         assert!(
-            !self.returned,
+            !cell.header().is_returned(),
             "TaskHandle used after it returned its result as a Future"
         );
-        self.cell()
+        cell
     }
 
     /// The cell.
@@ -221,7 +221,7 @@ impl<T> TaskHandle<T> {
 
     /// True once the task returned, panicked or was cancelled.
     pub fn is_finished(&self) -> bool {
-        self.returned || self.cell().header().is_final()
+        self.cell().header().is_final()
     }
 
     /// True if the task was cancelled before it ran.
@@ -240,7 +240,7 @@ impl<T> Future for TaskHandle<T> {
     /// # Panics
     ///
     /// If polled again after it returned `Poll::Ready`.
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let header = self.task().header();
         if !header.is_final() {
             let registration = header.register(cx.waker());
@@ -250,7 +250,7 @@ impl<T> Future for TaskHandle<T> {
             }
         }
         let output = self.task().take_output();
-        self.returned = true;
+        self.cell().header().set_returned();
         Poll::Ready(output)
     }
 }

@@ -56,12 +56,6 @@ impl<F, T, L: Label> TaskCell<F, T, L> {
         self.label.name()
     }
 
-    /// Runs `f`, user code of this task, as the task (`running.rs`): a
-    /// panic it reports, and `chronopool::task_id()`, name the task.
-    pub(crate) fn acting<R>(&self, f: impl FnOnce() -> R) -> R {
-        running::run_as(&self.header, self.label.name(), f)
-    }
-
     /// Takes the closure out. Only the winner of `leave_scheduled` calls it.
     fn take_job(&self) -> Option<F> {
         // SAFETY: the caller won `leave_scheduled`, which makes it the only
@@ -91,7 +85,7 @@ impl<F, T, L: Label> TaskCell<F, T, L> {
             return false;
         };
         counted();
-        self.acting(|| ctx.drop_reporting(self.take_job()));
+        ctx.drop_reporting_as(&self.header, self.label.name(), self.take_job());
         // CANCELLED is final, so no waiter can register after the CAS: the
         // WAITER bit it returned is the last word on who to wake.
         if let Some(waker) = self.header.waiter_of(prev) {
@@ -118,7 +112,7 @@ impl<F, T, L: Label> TaskCell<F, T, L> {
             TimeOut::Lost => return false,
             TimeOut::BeforeStart { wake } => {
                 // The time-out left SCHEDULED: it owns the closure.
-                self.acting(|| ctx.drop_reporting(self.take_job()));
+                ctx.drop_reporting_as(&self.header, self.label.name(), self.take_job());
                 wake
             }
             TimeOut::WhileRunning { wake } => wake,
@@ -191,7 +185,9 @@ where
         let _span = trace::run(kind, &self.header, self.label.name(), || {
             due.map(|due| ctx.now().saturating_sub(due))
         });
-        let result = self.acting(|| catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new));
+        let result = running::run_as(&self.header, self.label.name(), || {
+            catch_unwind(AssertUnwindSafe(f)).map_err(PanicPayload::new)
+        });
         let (outcome, output) = match result {
             Ok(value) => (RunOutcome::Completed, Ok(value)),
             Err(payload) => {

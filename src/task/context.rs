@@ -18,6 +18,7 @@ use crate::time::{Clock, Nanos};
 
 use super::entry::{TimerEntry, WallTask};
 use super::error::PanicPayload;
+use super::state::Header;
 use super::unwind::report_panic;
 
 /// What a task needs from the pool that runs it.
@@ -80,6 +81,21 @@ impl dyn TaskContext + '_ {
     /// waker): a panic of its destructor is [reported](Self::report).
     pub(crate) fn drop_reporting<T>(&self, value: T) {
         report_panic(|| drop(value), |payload| self.report(payload));
+    }
+
+    /// Drops `value`, user code of the task `header` named `name` (its
+    /// closure, given up unrun): a panic of its destructor is reported as
+    /// that task's, whichever task runs on this thread.
+    pub(crate) fn drop_reporting_as<T>(
+        &self,
+        header: &Header,
+        name: Option<&StdArc<str>>,
+        value: T,
+    ) {
+        report_panic(
+            || drop(value),
+            |payload| self.report(payload.of_task_named(header, name)),
+        );
     }
 
     /// Wakes `waker` (user code): a panic of its `wake` is reported.

@@ -8,6 +8,7 @@ use crate::sync::{Mutex, StdArc};
 
 use super::id::TaskId;
 use super::running;
+use super::state::Header;
 use super::unwind::drop_payload;
 
 /// Why a task produced no value.
@@ -104,6 +105,14 @@ impl PanicPayload {
     /// The payload of a panic caught now, by the task whose code runs on
     /// this thread, if any (`running.rs`).
     pub(crate) fn new(payload: Box<dyn Any + Send>) -> Self {
+        Self::of_task(payload, running::current())
+    }
+
+    /// The payload of a panic of the code of `task` (its id and name).
+    pub(crate) fn of_task(
+        payload: Box<dyn Any + Send>,
+        task: Option<(TaskId, Option<StdArc<str>>)>,
+    ) -> Self {
         let repr = match payload.downcast::<&'static str>() {
             Ok(s) => Repr::Static(*s),
             Err(payload) => match payload.downcast::<String>() {
@@ -111,10 +120,13 @@ impl PanicPayload {
                 Err(payload) => Repr::Other(Mutex::new(payload)),
             },
         };
-        PanicPayload(Box::new(Caught {
-            repr,
-            task: running::current(),
-        }))
+        PanicPayload(Box::new(Caught { repr, task }))
+    }
+
+    /// The same payload, as a panic of the task `header` named `name`.
+    pub(crate) fn of_task_named(mut self, header: &Header, name: Option<&StdArc<str>>) -> Self {
+        self.0.task = Some((header.id(), name.cloned()));
+        self
     }
 
     /// The panic message, if the task panicked with text (`panic!("...")`,

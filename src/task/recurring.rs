@@ -282,9 +282,19 @@ where
         body
     }
 
-    /// Runs `f`, user code of this task, as the task (`running.rs`).
-    fn acting<R>(&self, f: impl FnOnce() -> R) -> R {
-        running::run_as(&self.header, self.label.name(), f)
+    /// Runs the closure's `f` as the task's code (`running.rs`), catching
+    /// a panic.
+    fn run_catching<R>(&self, f: impl FnOnce() -> R) -> Result<R, PanicPayload> {
+        running::run_as(&self.header, self.label.name(), || catching(f))
+    }
+
+    /// Runs `f`, other user code of this task (its trigger), catching a
+    /// panic, which is the task's: no thread-local is set for it.
+    fn catching<R>(&self, f: impl FnOnce() -> R) -> Result<R, PanicPayload> {
+        catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+            let task = Some((self.header.id(), self.label.name().cloned()));
+            PanicPayload::of_task(payload, task)
+        })
     }
 
     /// The owned part. Only the holder of RUNNING (or the canceller that
@@ -314,8 +324,8 @@ where
         // fixed rate's arithmetic inlines here); a replaced one through
         // its box.
         let next = match trigger {
-            Current::Initial(trigger) => self.acting(|| catching(|| trigger.next(&context)))?,
-            Current::Replaced(trigger) => self.acting(|| catching(|| trigger.next(&context)))?,
+            Current::Initial(trigger) => self.catching(|| trigger.next(&context))?,
+            Current::Replaced(trigger) => self.catching(|| trigger.next(&context))?,
             Current::Gone => None,
         };
         let (skipped, delayed) = context.missed();
@@ -490,7 +500,7 @@ where
         let Some(job) = owned.job.as_mut() else {
             unreachable!("a task holds its closure until it ends");
         };
-        match this.acting(|| catching(|| job.call())) {
+        match this.run_catching(|| job.call()) {
             Err(payload) => {
                 this.end_panicked(ctx, payload);
                 RunOutcome::Panicked
@@ -552,10 +562,9 @@ where
             std::mem::replace(&mut owned.trigger, Current::Gone),
         );
         let replacement = self.replacement.lock().take();
-        self.acting(|| {
-            ctx.drop_reporting(user_code);
-            ctx.drop_reporting(replacement);
-        });
+        let name = self.label.name();
+        ctx.drop_reporting_as(&self.header, name, user_code);
+        ctx.drop_reporting_as(&self.header, name, replacement);
     }
 
     /// Ends a task that `cancel_periodic` stopped between runs: `counted`

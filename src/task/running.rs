@@ -1,8 +1,9 @@
 //! The task running on this thread, for `chronopool::cancelled()`,
-//! `task_id()` and `task_name()`, and for the panics it reports: a
-//! thread-local pointer to its [`Header`] and to its name, set for the
-//! length of its run (and of any other call of its user code: its
-//! trigger, the drop of its closure by a cancel).
+//! `task_id()` and `task_name()`, and for the panics its closure reports:
+//! a thread-local pointer to its [`Header`] and to its name, set for the
+//! length of its run. (A panic of its other user code, its trigger or its
+//! closure dropped unrun, is named after the task by whoever catches it,
+//! without the thread-local: a cancel stays as cheap as it was.)
 
 use std::cell::Cell;
 use std::ptr::NonNull;
@@ -24,10 +25,9 @@ crate::sync::thread_local! {
     static RUNNING: Cell<Option<Current>> = const { Cell::new(None) };
 }
 
-/// Runs `f` as code of the task whose header is `header` and whose name is
-/// `name`: while it runs, the functions below read them. Nested calls (a
-/// join that helps by running another task, a task that cancels another)
-/// restore the outer task after.
+/// Runs `f` as the run of the task whose header is `header` and whose name
+/// is `name`: while it runs, the functions below read them. Nested runs (a
+/// join that helps by running another task) restore the outer one after.
 pub(crate) fn run_as<R>(header: &Header, name: Option<&StdArc<str>>, f: impl FnOnce() -> R) -> R {
     /// Restores the outer task, also if `f` unwinds.
     struct Restore(Option<Current>);

@@ -83,7 +83,7 @@
 use std::task::Waker;
 
 use crate::sync::cell::UnsafeCell;
-use crate::sync::{AtomicUsize, Mutex, Ordering, StdArc};
+use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, StdArc};
 use crate::time::Nanos;
 
 use super::context::TaskContext;
@@ -204,14 +204,20 @@ pub(crate) trait Joinable<T>: Cancellable {
 /// type: the state word, the waiter slot, and the task's id.
 ///
 /// The waiter's lock is a separate one-byte `Mutex<()>` beside the slot,
-/// not a `Mutex<Option<Waker>>`: the compiler can then lay the id word and
-/// the lock byte out side by side in what was the padding of the lock, and
-/// the header stays 32 bytes.
+/// not a `Mutex<Option<Waker>>`: the id word, the lock byte and the
+/// handle's `returned` flag then fill what was the padding of the lock, and
+/// the header stays 32 bytes. `repr(C)`: the state word first, where a
+/// cancel or a run reads it, in the cache line of the cell's reference
+/// counts; the waiter, touched only by a waiting handle, last.
+#[repr(C)]
 pub(crate) struct Header {
     state: AtomicUsize,
     id: IdSlot,
     /// Guards `waiter`.
     waiter_lock: Mutex<()>,
+    /// The handle returned the result as a `Future` (only the unique
+    /// handle reads and writes it: it orders nothing).
+    returned: AtomicBool,
     waiter: UnsafeCell<Option<Waker>>,
 }
 
@@ -221,6 +227,7 @@ impl Default for Header {
             state: AtomicUsize::new(SCHEDULED),
             id: IdSlot::default(),
             waiter_lock: Mutex::new(()),
+            returned: AtomicBool::new(false),
             waiter: UnsafeCell::new(None),
         }
     }
@@ -242,6 +249,16 @@ impl Header {
     /// The task's id (drawn the first time it is asked for: `id.rs`).
     pub(crate) fn id(&self) -> TaskId {
         self.id.get()
+    }
+
+    /// Marks the result as returned by the handle, polled as a `Future`.
+    pub(crate) fn set_returned(&self) {
+        self.returned.store(true, Ordering::Relaxed);
+    }
+
+    /// True once the handle returned the result as a `Future`.
+    pub(crate) fn is_returned(&self) -> bool {
+        self.returned.load(Ordering::Relaxed)
     }
 
     /// Runs `f` on the waiter slot, under its lock.
@@ -498,9 +515,10 @@ pub(crate) struct Registration {
 mod tests {
     use super::*;
 
-    /// The id word and the waiter's lock byte share what would be the
-    /// padding of a `Mutex<Option<Waker>>`: 8 (state) + 4 (id) + 1 (lock)
-    /// + 16 (waker) fit in 32 bytes, as the header without an id did.
+    /// The id word, the waiter's lock byte and the `returned` flag share
+    /// what would be the padding of a `Mutex<Option<Waker>>`: 8 (state) +
+    /// 4 (id) + 1 (lock) + 1 (flag) + 16 (waker) fit in 32 bytes, as the
+    /// header without an id did.
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn the_header_stays_32_bytes() {
