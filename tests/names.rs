@@ -362,7 +362,10 @@ fn a_task_run_inside_a_join_restores_the_joining_task() {
 /// A handle awaited as a `Future` keeps its id; used again, it panics.
 #[test]
 fn a_handle_keeps_its_id_after_returning_its_result_as_a_future() {
-    let pool = ScheduledExecutor::builder().worker_threads(1).build().unwrap();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .build()
+        .unwrap();
     let mut handle = pool.task().name("awaited").submit(|| 7).unwrap();
     let id = handle.id();
     assert_eq!(common::block_on(&mut handle).unwrap(), 7);
