@@ -850,6 +850,24 @@ impl ScheduledExecutor {
         self.pool().lifecycle.is_terminated()
     }
 
+    /// The wall time on the executor's clock: the system's, or that of its
+    /// [`ManualClock`](crate::ManualClock) (what
+    /// [`schedule_at_system_time`](Self::schedule_at_system_time) runs by).
+    ///
+    /// ```
+    /// use chronopool::{ManualClock, ScheduledExecutor, MANUAL_CLOCK_START};
+    /// use std::time::Duration;
+    ///
+    /// let clock = ManualClock::new();
+    /// let pool = ScheduledExecutor::builder().clock(clock.clone()).build()?;
+    /// clock.advance(Duration::from_secs(60));
+    /// assert_eq!(pool.system_time(), MANUAL_CLOCK_START + Duration::from_secs(60));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn system_time(&self) -> SystemTime {
+        self.pool().timer.clock.system_time()
+    }
+
     /// A handle that does not keep the executor alive (see
     /// [`WeakExecutor`]).
     pub fn downgrade(&self) -> WeakExecutor {

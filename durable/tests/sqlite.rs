@@ -1,0 +1,322 @@
+//! Durable jobs on a real SQLite file: one-shot, keyed, recurring and cron
+//! schedules under a manual clock, failures and dead jobs, a restart on the
+//! same file, an unregistered handler, and a crashed run's lease taken over
+//! by another scheduler.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use chronopool::{ManualClock, ScheduledExecutor, MANUAL_CLOCK_START};
+use chronopool_durable::{Config, DurableScheduler, JobState, Misfire, Schedule};
+
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+/// A pool on a manual clock.
+fn manual_pool() -> (ScheduledExecutor, ManualClock) {
+    let clock = ManualClock::new();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    (pool, clock)
+}
+
+/// A config for a manual clock: a day's window, polled twice a day (so a
+/// manual year costs 730 polls).
+fn manual_config() -> Config {
+    let mut config = Config::default();
+    config.window = DAY;
+    config.poll_interval = DAY / 2;
+    config.retry_initial = Duration::from_secs(60);
+    config
+}
+
+/// Every run a handler saw: its key, its attempt, when it was due, and the
+/// executor's time when it ran.
+type Runs = Arc<Mutex<Vec<(String, u32, SystemTime, SystemTime)>>>;
+
+fn recording(jobs: &DurableScheduler, pool: &ScheduledExecutor, name: &str) -> Runs {
+    let runs: Runs = Arc::default();
+    let (r, weak) = (runs.clone(), pool.downgrade());
+    jobs.register(name, move |job| {
+        let now = weak.upgrade().map(|p| p.system_time()).unwrap();
+        r.lock()
+            .unwrap()
+            .push((job.key().to_owned(), job.attempt(), job.due(), now));
+        Ok(())
+    });
+    runs
+}
+
+#[test]
+fn a_one_shot_job_runs_once_at_its_time_and_leaves_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, clock) = manual_pool();
+    let jobs =
+        DurableScheduler::sqlite(&pool, dir.path().join("jobs.db"), manual_config()).unwrap();
+    let runs = recording(&jobs, &pool, "remind");
+    jobs.start().unwrap();
+    let at = SystemTime::UNIX_EPOCH + MANUAL_CLOCK_START + 3 * HOUR;
+    jobs.schedule("r1", "remind", b"", Schedule::At(at))
+        .unwrap();
+    clock.advance(2 * HOUR);
+    assert!(runs.lock().unwrap().is_empty(), "not before its time");
+    assert_eq!(jobs.job("r1").unwrap().unwrap().state, JobState::Scheduled);
+    clock.advance(2 * HOUR);
+    assert_eq!(*runs.lock().unwrap(), [("r1".to_owned(), 1, at, at)]);
+    assert!(
+        jobs.job("r1").unwrap().is_none(),
+        "a finished one-shot job is deleted"
+    );
+    clock.advance(DAY);
+    assert_eq!(runs.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn scheduling_a_key_again_replaces_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, clock) = manual_pool();
+    let jobs =
+        DurableScheduler::sqlite(&pool, dir.path().join("jobs.db"), manual_config()).unwrap();
+    let payloads = Arc::new(Mutex::new(Vec::new()));
+    let p = payloads.clone();
+    jobs.register("mail", move |job| {
+        p.lock().unwrap().push(job.payload().to_vec());
+        Ok(())
+    });
+    jobs.start().unwrap();
+    jobs.schedule("k", "mail", b"first", Schedule::After(HOUR))
+        .unwrap();
+    jobs.schedule("k", "mail", b"second", Schedule::After(2 * HOUR))
+        .unwrap();
+    clock.advance(3 * HOUR);
+    assert_eq!(*payloads.lock().unwrap(), [b"second".to_vec()]);
+}
+
+/// A manual year of mixed schedules: every fire at its time, none missed
+/// or doubled.
+#[test]
+fn a_year_of_mixed_schedules_fires_every_occurrence_at_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, clock) = manual_pool();
+    let jobs =
+        DurableScheduler::sqlite(&pool, dir.path().join("jobs.db"), manual_config()).unwrap();
+    let runs = recording(&jobs, &pool, "tick");
+    jobs.start().unwrap();
+    let daily = Schedule::cron("0 2 * * *", "Europe/Berlin").unwrap();
+    jobs.schedule("daily", "tick", b"", daily).unwrap();
+    jobs.schedule("weekly", "tick", b"", Schedule::Every(7 * DAY))
+        .unwrap();
+    jobs.schedule("half-year", "tick", b"", Schedule::After(182 * DAY))
+        .unwrap();
+    jobs.schedule(
+        "in-ten-minutes",
+        "tick",
+        b"",
+        Schedule::After(Duration::from_secs(600)),
+    )
+    .unwrap();
+    clock.advance(365 * DAY);
+    let runs = runs.lock().unwrap();
+    let count = |key: &str| runs.iter().filter(|r| r.0 == key).count();
+    assert_eq!(count("daily"), 365);
+    assert_eq!(count("weekly"), 52);
+    assert_eq!((count("half-year"), count("in-ten-minutes")), (1, 1));
+    for (key, attempt, due, ran) in runs.iter() {
+        assert_eq!((attempt, due), (&1, ran), "{key} ran at its due time, once");
+    }
+}
+
+#[test]
+fn failures_are_retried_then_dead_and_a_dead_job_can_be_retried() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, clock) = manual_pool();
+    let mut config = manual_config();
+    config.max_attempts = 3;
+    let jobs = DurableScheduler::sqlite(&pool, dir.path().join("jobs.db"), config).unwrap();
+    let attempts = Arc::new(Mutex::new(Vec::new()));
+    let healthy = Arc::new(AtomicUsize::new(0));
+    let (a, h) = (attempts.clone(), healthy.clone());
+    jobs.register("flaky", move |job| {
+        a.lock().unwrap().push(job.attempt());
+        if h.load(Ordering::SeqCst) == 1 {
+            Ok(())
+        } else {
+            Err(format!("down at attempt {}", job.attempt()))
+        }
+    });
+    jobs.start().unwrap();
+    jobs.schedule("f", "flaky", b"", Schedule::After(HOUR))
+        .unwrap();
+    clock.advance(2 * HOUR);
+    assert_eq!(*attempts.lock().unwrap(), [1, 2, 3]);
+    let dead = jobs.dead_jobs().unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].last_error.as_deref(), Some("down at attempt 3"));
+    clock.advance(DAY);
+    assert_eq!(attempts.lock().unwrap().len(), 3, "the dead do not run");
+    healthy.store(1, Ordering::SeqCst);
+    assert!(jobs.retry("f").unwrap());
+    clock.advance(Duration::ZERO);
+    assert_eq!(*attempts.lock().unwrap(), [1, 2, 3, 1]);
+    assert!(jobs.job("f").unwrap().is_none());
+}
+
+#[test]
+fn jobs_survive_a_restart_on_the_same_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let clock = ManualClock::new();
+    {
+        let pool = ScheduledExecutor::builder()
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let jobs = DurableScheduler::sqlite(&pool, &path, manual_config()).unwrap();
+        jobs.schedule("later", "tick", b"x", Schedule::After(3 * DAY))
+            .unwrap();
+        jobs.schedule("hourly", "tick", b"", Schedule::Every(HOUR))
+            .unwrap();
+        // The process ends before either is due.
+    }
+    clock.advance(2 * DAY);
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let jobs = DurableScheduler::sqlite(&pool, &path, manual_config()).unwrap();
+    let runs = recording(&jobs, &pool, "tick");
+    jobs.start().unwrap();
+    clock.advance(2 * DAY);
+    let runs = runs.lock().unwrap();
+    assert_eq!(runs.iter().filter(|r| r.0 == "later").count(), 1);
+    // The hourly job missed 47 runs while no process ran: it runs once for
+    // them (the default misfire policy), then every hour: 1 + 48.
+    assert_eq!(runs.iter().filter(|r| r.0 == "hourly").count(), 49);
+}
+
+#[test]
+fn misfires_follow_their_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let clock = ManualClock::new();
+    {
+        let pool = ScheduledExecutor::builder()
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let jobs = DurableScheduler::sqlite(&pool, &path, manual_config()).unwrap();
+        for (key, misfire) in [
+            ("once", Misfire::RunOnce),
+            ("skip", Misfire::Skip),
+            ("all", Misfire::RunAll),
+        ] {
+            jobs.schedule_with(key, "tick", b"", Schedule::Every(HOUR), misfire)
+                .unwrap();
+        }
+    }
+    // Down for 10 hours and a half: 10 runs missed.
+    clock.advance(10 * HOUR + HOUR / 2);
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let jobs = DurableScheduler::sqlite(&pool, &path, manual_config()).unwrap();
+    let runs = recording(&jobs, &pool, "tick");
+    jobs.start().unwrap();
+    clock.advance(Duration::ZERO);
+    let count = |key: &str| runs.lock().unwrap().iter().filter(|r| r.0 == key).count();
+    assert_eq!((count("once"), count("skip"), count("all")), (1, 0, 10));
+    clock.advance(HOUR);
+    assert_eq!((count("once"), count("skip"), count("all")), (2, 1, 11));
+}
+
+#[test]
+fn a_job_without_a_handler_waits_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pool, clock) = manual_pool();
+    let jobs =
+        DurableScheduler::sqlite(&pool, dir.path().join("jobs.db"), manual_config()).unwrap();
+    jobs.start().unwrap();
+    jobs.schedule("n", "from-a-newer-version", b"", Schedule::After(HOUR))
+        .unwrap();
+    clock.advance(2 * HOUR);
+    let waiting = jobs.job("n").unwrap().unwrap();
+    assert_eq!((waiting.state, waiting.attempt), (JobState::Scheduled, 0));
+    assert!(waiting
+        .last_error
+        .unwrap()
+        .contains("no handler is registered for \"from-a-newer-version\""));
+    let runs = recording(&jobs, &pool, "from-a-newer-version");
+    clock.advance(2 * HOUR);
+    assert_eq!(runs.lock().unwrap().len(), 1);
+}
+
+/// Real time: scheduler A claims a job and its handler hangs; its lease
+/// (300 ms, renewed while A runs) is lost when A stops renewing (its
+/// executor is stuck); scheduler B on the same file takes the job over.
+/// A's late finish stores nothing.
+#[test]
+fn a_stalled_runs_lease_expires_and_another_scheduler_runs_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jobs.db");
+    let mut config = Config::default();
+    config.lease = Duration::from_millis(300);
+    config.poll_interval = Duration::from_millis(50);
+    config.window = Duration::from_secs(1);
+
+    // A: one worker, taken by the hung handler, so its renewals never run.
+    let pool_a = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let a = DurableScheduler::sqlite(&pool_a, &path, config.clone()).unwrap();
+    let (started_tx, started) = mpsc::channel();
+    let (release, hung) = mpsc::channel::<()>();
+    let started_tx = Mutex::new(started_tx);
+    let hung = Mutex::new(hung);
+    a.register("work", move |job| {
+        started_tx.lock().unwrap().send(job.attempt()).unwrap();
+        let _ = hung.lock().unwrap().recv();
+        Ok(())
+    });
+    a.start().unwrap();
+    a.schedule("j", "work", b"", Schedule::After(Duration::ZERO))
+        .unwrap();
+    assert_eq!(started.recv_timeout(Duration::from_secs(30)).unwrap(), 1);
+
+    let pool_b = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let b = DurableScheduler::sqlite(&pool_b, &path, config).unwrap();
+    let (done_tx, done) = mpsc::channel();
+    let done_tx = Mutex::new(done_tx);
+    b.register("work", move |job| {
+        done_tx.lock().unwrap().send(job.attempt()).unwrap();
+        Ok(())
+    });
+    b.start().unwrap();
+    assert_eq!(
+        done.recv_timeout(Duration::from_secs(30)).unwrap(),
+        2,
+        "taken over"
+    );
+    let finished = std::time::Instant::now() + Duration::from_secs(30);
+    while b.job("j").unwrap().is_some() {
+        assert!(std::time::Instant::now() < finished, "B finished it");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    release.send(()).unwrap();
+    drop(a);
+    drop(pool_a);
+    assert!(
+        b.job("j").unwrap().is_none(),
+        "A's late finish stored nothing"
+    );
+}
