@@ -22,8 +22,11 @@
 //!   registered waits, reported in its `last_error`.
 //! * **Misfires** of a recurring job after downtime follow its [`Misfire`].
 //!
-//! The store is SQLite ([`DurableScheduler::sqlite`]): one file, the
-//! bundled SQLite, for one process or several on one machine.
+//! The store is SQLite ([`DurableScheduler::sqlite`]: one file, the
+//! bundled SQLite, for one process or several on one machine) or
+//! PostgreSQL ([`DurableScheduler::postgres`]: processes on several
+//! machines sharing one schedule; a connection lost to a restart of the
+//! server is opened again).
 //!
 //! [chronopool]: https://docs.rs/chronopool
 

@@ -30,6 +30,7 @@ use chronopool::{PeriodicHandle, ScheduledExecutor, WeakExecutor};
 
 use crate::error::DurableError;
 use crate::schedule::{Misfire, Recurrence, Schedule};
+use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Finish, JobState, Row, Store};
 use crate::time::{from_millis, millis};
@@ -185,6 +186,8 @@ struct Inner {
     /// placed for.
     placed: Mutex<HashMap<String, i64>>,
     poller: Mutex<Option<PeriodicHandle>>,
+    /// `start` was called: until then nothing is placed or run here.
+    started: std::sync::atomic::AtomicBool,
 }
 
 impl DurableScheduler {
@@ -206,6 +209,26 @@ impl DurableScheduler {
         ))
     }
 
+    /// A scheduler on `executor`, its jobs in the PostgreSQL database
+    /// `params` names (a libpq connection string), shared with every other
+    /// scheduler on that database: each job runs in one of them.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] if the database cannot be reached or
+    /// migrated.
+    pub fn postgres(
+        executor: &ScheduledExecutor,
+        params: &str,
+        config: Config,
+    ) -> Result<Self, DurableError> {
+        Ok(Self::with_store(
+            executor,
+            Box::new(PgStore::connect(params)?),
+            config,
+        ))
+    }
+
     fn with_store(executor: &ScheduledExecutor, store: Box<dyn Store>, config: Config) -> Self {
         static SCHEDULERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = SCHEDULERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -218,13 +241,17 @@ impl DurableScheduler {
                 config,
                 placed: Mutex::default(),
                 poller: Mutex::default(),
+                started: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
 
     /// Registers `handler` for the jobs named `name` (replacing one
-    /// registered before). Register every handler before [`start`](Self::start):
-    /// a job whose name no handler claims waits and is looked at again.
+    /// registered before). Register every handler before [`start`](Self::start).
+    /// A due job whose name no handler here claims is left to the other
+    /// schedulers on the store for [`Config::unhandled_wait`]; then it is
+    /// claimed, its `last_error` says why it waits, and it waits as long
+    /// again.
     pub fn register(
         &self,
         name: &str,
@@ -249,6 +276,9 @@ impl DurableScheduler {
             return Ok(());
         }
         let executor = self.inner.executor()?;
+        self.inner
+            .started
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let weak = Arc::downgrade(&self.inner);
         let handle = executor
             .task()
@@ -314,7 +344,8 @@ impl DurableScheduler {
             last_error: None,
         };
         self.inner.store.upsert(&row)?;
-        self.inner.place_if_near(key, row.next_fire, millis(now));
+        self.inner
+            .place_if_near(key, name, row.next_fire, millis(now));
         Ok(())
     }
 
@@ -361,8 +392,8 @@ impl DurableScheduler {
     pub fn retry(&self, key: &str) -> Result<bool, DurableError> {
         let now = millis(self.inner.now()?);
         let revived = self.inner.store.revive(key, now)?;
-        if revived {
-            self.inner.place_if_near(key, now, now);
+        if let (true, Some(row)) = (revived, self.inner.store.get(key)?) {
+            self.inner.place_if_near(key, &row.name, now, now);
         }
         Ok(revived)
     }
@@ -408,11 +439,22 @@ impl Inner {
         i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// Places the job `key` if it fires within the window from `now`.
-    fn place_if_near(self: &Arc<Self>, key: &str, fire: i64, now: i64) {
-        if fire <= now.saturating_add(Self::ms(self.config.window)) {
+    /// Places the job `key` if it fires within the window from `now` and
+    /// this scheduler was started.
+    /// (A job no handler here can run is left to the poll: see `poll`.)
+    fn place_if_near(self: &Arc<Self>, key: &str, name: &str, fire: i64, now: i64) {
+        let started = self.started.load(std::sync::atomic::Ordering::SeqCst);
+        let near = fire <= now.saturating_add(Self::ms(self.config.window));
+        if started && near && self.has_handler(name) {
             self.place(key, fire);
         }
+    }
+
+    fn has_handler(&self, name: &str) -> bool {
+        self.handlers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(name)
     }
 
     /// Places the job `key` in the executor's timer at `fire`, unless it
@@ -457,8 +499,15 @@ impl Inner {
         };
         let until = now.saturating_add(Self::ms(self.config.window));
         // A store that fails now is asked again at the next turn.
-        if let Ok(due) = self.store.due(until, now, self.config.batch) {
-            for (key, fire) in due {
+        let Ok(due) = self.store.due(until, now, self.config.batch) else {
+            return;
+        };
+        let unhandled_wait = Self::ms(self.config.unhandled_wait);
+        for (key, name, fire) in due {
+            // A job no handler here can run is left to the schedulers that
+            // can, for `unhandled_wait`; then this one claims it to record
+            // why it waits (and to retry it later).
+            if self.has_handler(&name) || fire.saturating_add(unhandled_wait) <= now {
                 self.place(&key, fire);
             }
         }
@@ -495,13 +544,14 @@ impl Inner {
             },
             Some(handler) => self.run(&executor, &row, &*handler, now),
         };
+        let name = row.name;
         let next = match &finish {
             Finish::Next { next_fire } | Finish::Retry { next_fire, .. } => Some(*next_fire),
             _ => None,
         };
         if let Ok(true) = self.store.finish(key, &self.owner, &finish) {
             if let Some(next) = next {
-                self.place_if_near(key, next, millis(executor.system_time()));
+                self.place_if_near(key, &name, next, millis(executor.system_time()));
             }
         }
     }

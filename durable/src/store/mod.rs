@@ -23,6 +23,7 @@
 //! So a job runs at least once after its `schedule` call returned, and
 //! exactly once while no process crashes or stalls past its lease.
 
+pub(crate) mod postgres;
 pub(crate) mod sqlite;
 
 use crate::error::DurableError;
@@ -75,6 +76,9 @@ pub(crate) struct Row {
     pub(crate) last_error: Option<String>,
 }
 
+/// A job to place: its key, its handler's name, and when it fires.
+pub(crate) type Due = (String, String, i64);
+
 /// How a run ends, for [`Store::finish`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Finish {
@@ -99,10 +103,11 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// Inserts the job, or replaces the one with its key.
     fn upsert(&self, row: &Row) -> Result<(), DurableError>;
 
-    /// Up to `limit` jobs to place in memory, with the time each fires:
+    /// Up to `limit` jobs to place in memory, with their handler's name and
+    /// the time each fires:
     /// scheduled ones due by `until`, and running ones whose lease expired
     /// before `now` (due now).
-    fn due(&self, until: i64, now: i64, limit: usize) -> Result<Vec<(String, i64)>, DurableError>;
+    fn due(&self, until: i64, now: i64, limit: usize) -> Result<Vec<Due>, DurableError>;
 
     /// Claims the job `key` for `owner` until `lease_until`, if it is due
     /// at `now` (module doc).

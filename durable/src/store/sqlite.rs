@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::{Finish, JobState, Row, Store};
+use super::{Due, Finish, JobState, Row, Store};
 use crate::error::DurableError;
 use crate::schedule::Misfire;
 
@@ -140,18 +140,18 @@ impl Store for SqliteStore {
         })
     }
 
-    fn due(&self, until: i64, now: i64, limit: usize) -> Result<Vec<(String, i64)>, DurableError> {
+    fn due(&self, until: i64, now: i64, limit: usize) -> Result<Vec<Due>, DurableError> {
         self.with(|c| {
             let mut statement = c.prepare_cached(
-                "SELECT key, next_fire FROM chronopool_jobs
+                "SELECT key, name, next_fire FROM chronopool_jobs
                      WHERE state = 0 AND next_fire <= ?1
                  UNION ALL
-                 SELECT key, ?2 FROM chronopool_jobs
+                 SELECT key, name, ?2 FROM chronopool_jobs
                      WHERE state = 1 AND lease_until < ?2
                  LIMIT ?3",
             )?;
             let rows = statement.query_map(params![until, now, limit as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?))
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
             })?;
             rows.collect()
         })
@@ -326,7 +326,10 @@ mod tests {
             !store.finish("a", "p1", &Finish::Delete).unwrap(),
             "the old run finishes nothing"
         );
-        assert_eq!(store.due(1000, 0, 10).unwrap(), [("a".to_owned(), 300)]);
+        assert_eq!(
+            store.due(1000, 0, 10).unwrap(),
+            [("a".to_owned(), "job".to_owned(), 300)]
+        );
     }
 
     #[test]
@@ -361,7 +364,10 @@ mod tests {
             "the dead do not fire"
         );
         assert!(store.revive("a", 70).unwrap());
-        assert_eq!(store.due(100, 100, 10).unwrap(), [("a".to_owned(), 70)]);
+        assert_eq!(
+            store.due(100, 100, 10).unwrap(),
+            [("a".to_owned(), "job".to_owned(), 70)]
+        );
     }
 
     #[test]

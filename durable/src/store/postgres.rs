@@ -1,0 +1,337 @@
+//! [`PgStore`]: durable jobs in PostgreSQL, for several processes that
+//! share one schedule.
+//!
+//! Every operation of the protocol (`store/mod.rs`) is one statement, so
+//! each is atomic on its own: a claim is an `UPDATE … WHERE <due>
+//! RETURNING`, and when two processes claim one row at once, PostgreSQL
+//! makes the second wait for the first's row lock and evaluates its
+//! `WHERE` again on the row the first wrote, which is no longer due: one
+//! claim wins. The times are the processes' own clocks (in milliseconds
+//! since the epoch): keep them synchronised, as Quartz and db-scheduler ask.
+//!
+//! **A connection that goes away** (the server restarted, the network
+//! dropped) is opened again, with a back-off from 10 ms doubling to 1 s,
+//! for up to about 10 s, and the statement sent again. A statement whose
+//! reply was lost may have been applied: sent again, a claim then finds
+//! the job already running (it runs once its lease expires), and a finish
+//! finds the run no longer its (it did finish). Nothing acknowledged is
+//! lost: `schedule` returns only once its statement committed.
+//!
+//! The schema is versioned in `chronopool_schema`; [`PgStore::connect`]
+//! migrates it under a transaction-scoped advisory lock, so that processes
+//! that start together migrate once.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use postgres::{Client, NoTls};
+
+use super::{Due, Finish, JobState, Row, Store};
+use crate::error::DurableError;
+use crate::schedule::Misfire;
+
+/// The schema's version once migrated.
+const SCHEMA_VERSION: i64 = 1;
+
+/// `MIGRATIONS[v]` takes the schema from version `v` to `v + 1`.
+const MIGRATIONS: [&str; 1] = ["CREATE TABLE chronopool_jobs (
+        key         TEXT PRIMARY KEY,
+        name        TEXT NOT NULL,
+        payload     BYTEA NOT NULL,
+        recurrence  TEXT NOT NULL,
+        next_fire   BIGINT NOT NULL,
+        state       BIGINT NOT NULL,
+        attempt     BIGINT NOT NULL DEFAULT 0,
+        misfire     BIGINT NOT NULL DEFAULT 0,
+        owner       TEXT,
+        lease_until BIGINT,
+        last_error  TEXT
+    );
+    CREATE INDEX chronopool_jobs_due ON chronopool_jobs (state, next_fire);
+    CREATE INDEX chronopool_jobs_lease ON chronopool_jobs (state, lease_until);"];
+
+/// An arbitrary key for the migration's advisory lock.
+const MIGRATION_LOCK: i64 = 0x6368_726f_6e6f;
+
+/// The columns of a [`Row`], in `row_of`'s order.
+const COLUMNS: &str =
+    "key, name, payload, recurrence, next_fire, state, attempt, misfire, last_error";
+
+/// How long a statement keeps trying to reconnect before it fails.
+const RECONNECT_FOR: Duration = Duration::from_secs(10);
+
+/// Durable jobs in a PostgreSQL database.
+pub struct PgStore {
+    params: String,
+    client: Mutex<Option<Client>>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Connects to the database `params` names (a libpq connection string,
+    /// `"host=127.0.0.1 port=5432 user=app dbname=app"`) and brings its
+    /// schema to this version's.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Store`] if the database cannot be reached or
+    /// migrated, or its schema is newer than this crate's.
+    pub fn connect(params: &str) -> Result<Self, DurableError> {
+        let store = PgStore {
+            params: params.to_owned(),
+            client: Mutex::new(None),
+        };
+        store.with(migrate)?.map_err(DurableError::Store)?;
+        Ok(store)
+    }
+
+    /// Runs `f` on the connection, opening it (again) if need be; a
+    /// statement that failed because the connection closed is sent again
+    /// on a new one (module doc).
+    fn with<R>(
+        &self,
+        mut f: impl FnMut(&mut Client) -> Result<R, postgres::Error>,
+    ) -> Result<R, DurableError> {
+        let mut slot = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        let give_up = std::time::Instant::now() + RECONNECT_FOR;
+        let mut backoff = Duration::from_millis(10);
+        loop {
+            if slot.as_ref().is_none_or(Client::is_closed) {
+                match Client::connect(&self.params, NoTls) {
+                    Ok(client) => *slot = Some(client),
+                    Err(e) if std::time::Instant::now() < give_up => {
+                        let _ = e;
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(Duration::from_secs(1));
+                        continue;
+                    }
+                    Err(e) => return Err(DurableError::Store(e.to_string())),
+                }
+            }
+            let client = slot.as_mut().expect("connected above");
+            match f(client) {
+                Ok(value) => return Ok(value),
+                Err(e) if connection_lost(client, &e) && std::time::Instant::now() < give_up => {
+                    *slot = None;
+                }
+                Err(e) => return Err(DurableError::Store(e.to_string())),
+            }
+        }
+    }
+}
+
+/// True if `e` means the connection is gone (closed, an I/O error: any
+/// error the server did not report, or one where it says it is shutting
+/// the connection down: SQLSTATE class 08, or 57P01-57P03): worth a new
+/// one.
+fn connection_lost(client: &Client, e: &postgres::Error) -> bool {
+    client.is_closed()
+        || e.is_closed()
+        || e.as_db_error().is_none()
+        || e.code().is_some_and(|code| {
+            let code = code.code();
+            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
+        })
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`] (module doc); `Ok(Err(..))`
+/// for a schema newer than this crate's (nothing migrated).
+fn migrate(client: &mut Client) -> Result<Result<(), String>, postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS chronopool_schema (version BIGINT NOT NULL)")?;
+    let version: i64 = tx
+        .query_opt("SELECT version FROM chronopool_schema", &[])?
+        .map_or(0, |row| row.get(0));
+    if version > SCHEMA_VERSION {
+        tx.rollback()?;
+        return Ok(Err(format!(
+            "the store's schema is version {version}, newer than this crate's {SCHEMA_VERSION}"
+        )));
+    }
+    for migration in MIGRATIONS.iter().skip(version as usize) {
+        tx.batch_execute(migration)?;
+    }
+    tx.execute("DELETE FROM chronopool_schema", &[])?;
+    tx.execute(
+        "INSERT INTO chronopool_schema (version) VALUES ($1)",
+        &[&SCHEMA_VERSION],
+    )?;
+    tx.commit().map(Ok)
+}
+
+fn row_of(r: &postgres::Row) -> Row {
+    Row {
+        key: r.get(0),
+        name: r.get(1),
+        payload: r.get(2),
+        recurrence: r.get(3),
+        next_fire: r.get(4),
+        state: JobState::from_code(r.get(5)),
+        attempt: u32::try_from(r.get::<_, i64>(6)).unwrap_or(u32::MAX),
+        misfire: Misfire::from_code(r.get(7)),
+        last_error: r.get(8),
+    }
+}
+
+impl Store for PgStore {
+    fn upsert(&self, row: &Row) -> Result<(), DurableError> {
+        let (state, misfire) = (JobState::Scheduled.code(), row.misfire.code());
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO chronopool_jobs
+                     (key, name, payload, recurrence, next_fire, state, attempt, misfire)
+                 VALUES ($1, $2, $3, $4, $5, $6, 0, $7)
+                 ON CONFLICT (key) DO UPDATE SET
+                     name = excluded.name, payload = excluded.payload,
+                     recurrence = excluded.recurrence, next_fire = excluded.next_fire,
+                     state = excluded.state, attempt = 0, misfire = excluded.misfire,
+                     owner = NULL, lease_until = NULL, last_error = NULL",
+                &[
+                    &row.key,
+                    &row.name,
+                    &row.payload,
+                    &row.recurrence,
+                    &row.next_fire,
+                    &state,
+                    &misfire,
+                ],
+            )
+            .map(drop)
+        })
+    }
+
+    fn due(&self, until: i64, now: i64, limit: usize) -> Result<Vec<Due>, DurableError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(|c| {
+            let rows = c.query(
+                "(SELECT key, name, next_fire FROM chronopool_jobs
+                     WHERE state = 0 AND next_fire <= $1)
+                 UNION ALL
+                 (SELECT key, name, $2::BIGINT FROM chronopool_jobs
+                     WHERE state = 1 AND lease_until < $2)
+                 LIMIT $3",
+                &[&until, &now, &limit],
+            )?;
+            Ok(rows
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect())
+        })
+    }
+
+    fn claim(
+        &self,
+        key: &str,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<Option<Row>, DurableError> {
+        self.with(|c| {
+            let row = c.query_opt(
+                &format!(
+                    "UPDATE chronopool_jobs
+                         SET state = 1, owner = $2, lease_until = $4, attempt = attempt + 1
+                     WHERE key = $1
+                       AND ((state = 0 AND next_fire <= $3) OR (state = 1 AND lease_until < $3))
+                     RETURNING {COLUMNS}"
+                ),
+                &[&key, &owner, &now, &lease_until],
+            )?;
+            Ok(row.as_ref().map(row_of))
+        })
+    }
+
+    fn renew(&self, key: &str, owner: &str, lease_until: i64) -> Result<bool, DurableError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE chronopool_jobs SET lease_until = $3
+                 WHERE key = $1 AND owner = $2 AND state = 1",
+                &[&key, &owner, &lease_until],
+            )
+            .map(|n| n == 1)
+        })
+    }
+
+    fn finish(&self, key: &str, owner: &str, finish: &Finish) -> Result<bool, DurableError> {
+        const MINE: &str = "WHERE key = $1 AND owner = $2 AND state = 1";
+        self.with(|c| {
+            let changed = match finish {
+                Finish::Delete => c.execute(
+                    &format!("DELETE FROM chronopool_jobs {MINE}"),
+                    &[&key, &owner],
+                )?,
+                Finish::Next { next_fire } => c.execute(
+                    &format!(
+                        "UPDATE chronopool_jobs SET state = 0, next_fire = $3, attempt = 0,
+                             owner = NULL, lease_until = NULL, last_error = NULL {MINE}"
+                    ),
+                    &[&key, &owner, next_fire],
+                )?,
+                Finish::Retry {
+                    next_fire,
+                    error,
+                    uncount,
+                } => c.execute(
+                    &format!(
+                        "UPDATE chronopool_jobs SET state = 0, next_fire = $3,
+                             attempt = greatest(attempt - $5, 0), owner = NULL,
+                             lease_until = NULL, last_error = $4 {MINE}"
+                    ),
+                    &[&key, &owner, next_fire, error, &i64::from(*uncount)],
+                )?,
+                Finish::Dead { error } => c.execute(
+                    &format!(
+                        "UPDATE chronopool_jobs SET state = 2, owner = NULL,
+                             lease_until = NULL, last_error = $3 {MINE}"
+                    ),
+                    &[&key, &owner, error],
+                )?,
+            };
+            Ok(changed == 1)
+        })
+    }
+
+    fn get(&self, key: &str) -> Result<Option<Row>, DurableError> {
+        self.with(|c| {
+            let row = c.query_opt(
+                &format!("SELECT {COLUMNS} FROM chronopool_jobs WHERE key = $1"),
+                &[&key],
+            )?;
+            Ok(row.as_ref().map(row_of))
+        })
+    }
+
+    fn list(&self, state: JobState) -> Result<Vec<Row>, DurableError> {
+        self.with(|c| {
+            let rows = c.query(
+                &format!("SELECT {COLUMNS} FROM chronopool_jobs WHERE state = $1 ORDER BY key"),
+                &[&state.code()],
+            )?;
+            Ok(rows.iter().map(row_of).collect())
+        })
+    }
+
+    fn delete(&self, key: &str) -> Result<bool, DurableError> {
+        self.with(|c| {
+            c.execute("DELETE FROM chronopool_jobs WHERE key = $1", &[&key])
+                .map(|n| n == 1)
+        })
+    }
+
+    fn revive(&self, key: &str, now: i64) -> Result<bool, DurableError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE chronopool_jobs SET state = 0, next_fire = $2, attempt = 0
+                 WHERE key = $1 AND state = 2",
+                &[&key, &now],
+            )
+            .map(|n| n == 1)
+        })
+    }
+}
