@@ -856,12 +856,13 @@ impl ScheduledExecutor {
     ///
     /// ```
     /// use chronopool::{ManualClock, ScheduledExecutor, MANUAL_CLOCK_START};
-    /// use std::time::Duration;
+    /// use std::time::{Duration, UNIX_EPOCH};
     ///
     /// let clock = ManualClock::new();
     /// let pool = ScheduledExecutor::builder().clock(clock.clone()).build()?;
     /// clock.advance(Duration::from_secs(60));
-    /// assert_eq!(pool.system_time(), MANUAL_CLOCK_START + Duration::from_secs(60));
+    /// let start = UNIX_EPOCH + MANUAL_CLOCK_START;
+    /// assert_eq!(pool.system_time(), start + Duration::from_secs(60));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn system_time(&self) -> SystemTime {
