@@ -7,7 +7,7 @@ use std::fmt;
 
 use crate::pool::Pool;
 use crate::sync::Arc;
-use crate::task::job::TaskIdentity;
+use crate::task::id::TaskIdentity;
 use crate::task::{Job, TaskId};
 
 /// A task that never started, handed back by

@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 use chronopool::trigger::Cron;
 
 use crate::error::DurableError;
-use crate::time::{from_millis, millis};
+use crate::time::{from_millis, millis, millis_of};
 
 /// When a durable job runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,10 +82,6 @@ impl Schedule {
             }
         }
     }
-}
-
-fn millis_of(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// What a recurring job does about runs it missed (its process was down

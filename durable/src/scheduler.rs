@@ -33,7 +33,7 @@ use crate::schedule::{Misfire, Recurrence, Schedule};
 use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
 use crate::store::{Finish, JobState, Row, Store};
-use crate::time::{from_millis, millis};
+use crate::time::{from_millis, millis, millis_of};
 
 /// A job's handler: it gets the job's context and returns `Err` with a
 /// message when the run failed (the job is then retried). A panic is a
@@ -435,16 +435,12 @@ impl Inner {
         Ok(self.executor()?.system_time())
     }
 
-    fn ms(d: Duration) -> i64 {
-        i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-    }
-
     /// Places the job `key` if it fires within the window from `now` and
     /// this scheduler was started.
     /// (A job no handler here can run is left to the poll: see `poll`.)
     fn place_if_near(self: &Arc<Self>, key: &str, name: &str, fire: i64, now: i64) {
         let started = self.started.load(std::sync::atomic::Ordering::SeqCst);
-        let near = fire <= now.saturating_add(Self::ms(self.config.window));
+        let near = fire <= now.saturating_add(millis_of(self.config.window));
         if started && near && self.has_handler(name) {
             self.place(key, fire);
         }
@@ -497,12 +493,12 @@ impl Inner {
         let Ok(now) = self.now().map(millis) else {
             return;
         };
-        let until = now.saturating_add(Self::ms(self.config.window));
+        let until = now.saturating_add(millis_of(self.config.window));
         // A store that fails now is asked again at the next turn.
         let Ok(due) = self.store.due(until, now, self.config.batch) else {
             return;
         };
-        let unhandled_wait = Self::ms(self.config.unhandled_wait);
+        let unhandled_wait = millis_of(self.config.unhandled_wait);
         for (key, name, fire) in due {
             // A job no handler here can run is left to the schedulers that
             // can, for `unhandled_wait`; then this one claims it to record
@@ -520,7 +516,7 @@ impl Inner {
             return;
         };
         let now = executor.system_time();
-        let lease = Self::ms(self.config.lease);
+        let lease = millis_of(self.config.lease);
         let claimed = self.store.claim(
             key,
             &self.owner,
@@ -538,7 +534,7 @@ impl Inner {
             .cloned();
         let finish = match handler {
             None => Finish::Retry {
-                next_fire: millis(now).saturating_add(Self::ms(self.config.unhandled_wait)),
+                next_fire: millis(now).saturating_add(millis_of(self.config.unhandled_wait)),
                 error: format!("no handler is registered for {:?}", row.name),
                 uncount: 1,
             },
@@ -638,7 +634,7 @@ impl Inner {
                 move || {
                     if let Some(inner) = weak.upgrade() {
                         if let Ok(now) = inner.now() {
-                            let until = millis(now).saturating_add(Self::ms(inner.config.lease));
+                            let until = millis(now).saturating_add(millis_of(inner.config.lease));
                             let _ = inner.store.renew(&key, &inner.owner, until);
                         }
                     }

@@ -10,6 +10,11 @@ pub(crate) fn millis(t: SystemTime) -> i64 {
     }
 }
 
+/// `d` in milliseconds (saturating).
+pub(crate) fn millis_of(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
 /// The inverse of [`millis`].
 pub(crate) fn from_millis(ms: i64) -> SystemTime {
     if ms >= 0 {

@@ -13,15 +13,19 @@ use chronopool_durable::{Config, DurableScheduler, JobState, Misfire, Schedule};
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
-/// A pool on a manual clock.
+/// A pool on a manual clock of its own.
 fn manual_pool() -> (ScheduledExecutor, ManualClock) {
     let clock = ManualClock::new();
-    let pool = ScheduledExecutor::builder()
+    (pool_on(&clock), clock)
+}
+
+/// A pool on `clock` (a process of a test that restarts on one clock).
+fn pool_on(clock: &ManualClock) -> ScheduledExecutor {
+    ScheduledExecutor::builder()
         .worker_threads(2)
         .clock(clock.clone())
         .build()
-        .unwrap();
-    (pool, clock)
+        .unwrap()
 }
 
 /// A config for a manual clock: a day's window, polled twice a day (so a
@@ -171,10 +175,7 @@ fn jobs_survive_a_restart_on_the_same_file() {
     let path = dir.path().join("jobs.db");
     let clock = ManualClock::new();
     {
-        let pool = ScheduledExecutor::builder()
-            .clock(clock.clone())
-            .build()
-            .unwrap();
+        let pool = pool_on(&clock);
         let jobs = DurableScheduler::sqlite(&pool, &path, manual_config()).unwrap();
         jobs.schedule("later", "tick", b"x", Schedule::After(3 * DAY))
             .unwrap();
@@ -183,11 +184,7 @@ fn jobs_survive_a_restart_on_the_same_file() {
         // The process ends before either is due.
     }
     clock.advance(2 * DAY);
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(2)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let pool = pool_on(&clock);
     let jobs = DurableScheduler::sqlite(&pool, &path, manual_config()).unwrap();
     let runs = recording(&jobs, &pool, "tick");
     jobs.start().unwrap();
@@ -205,10 +202,7 @@ fn misfires_follow_their_policy() {
     let path = dir.path().join("jobs.db");
     let clock = ManualClock::new();
     {
-        let pool = ScheduledExecutor::builder()
-            .clock(clock.clone())
-            .build()
-            .unwrap();
+        let pool = pool_on(&clock);
         let jobs = DurableScheduler::sqlite(&pool, &path, manual_config()).unwrap();
         for (key, misfire) in [
             ("once", Misfire::RunOnce),
@@ -221,11 +215,7 @@ fn misfires_follow_their_policy() {
     }
     // Down for 10 hours and a half: 10 runs missed.
     clock.advance(10 * HOUR + HOUR / 2);
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(2)
-        .clock(clock.clone())
-        .build()
-        .unwrap();
+    let pool = pool_on(&clock);
     let jobs = DurableScheduler::sqlite(&pool, &path, manual_config()).unwrap();
     let runs = recording(&jobs, &pool, "tick");
     jobs.start().unwrap();

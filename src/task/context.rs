@@ -94,7 +94,7 @@ impl dyn TaskContext + '_ {
     ) {
         report_panic(
             || drop(value),
-            |payload| self.report(payload.of_task_named(header, name)),
+            |payload| self.report(payload.with_task(header.identity(name))),
         );
     }
 

@@ -4,11 +4,10 @@
 use std::any::Any;
 use std::fmt;
 
-use crate::sync::{Mutex, StdArc};
+use crate::sync::Mutex;
 
-use super::id::TaskId;
+use super::id::{TaskId, TaskIdentity};
 use super::running;
-use super::state::Header;
 use super::unwind::drop_payload;
 
 /// Why a task produced no value.
@@ -88,7 +87,7 @@ pub struct PanicPayload(Box<Caught>);
 /// A caught panic, and the task whose code panicked.
 struct Caught {
     repr: Repr,
-    task: Option<(TaskId, Option<StdArc<str>>)>,
+    task: Option<TaskIdentity>,
 }
 
 /// The two common payloads (`&'static str`, `String`) are kept as text; any
@@ -109,10 +108,7 @@ impl PanicPayload {
     }
 
     /// The payload of a panic of the code of `task` (its id and name).
-    pub(crate) fn of_task(
-        payload: Box<dyn Any + Send>,
-        task: Option<(TaskId, Option<StdArc<str>>)>,
-    ) -> Self {
+    pub(crate) fn of_task(payload: Box<dyn Any + Send>, task: Option<TaskIdentity>) -> Self {
         let repr = match payload.downcast::<&'static str>() {
             Ok(s) => Repr::Static(*s),
             Err(payload) => match payload.downcast::<String>() {
@@ -123,9 +119,9 @@ impl PanicPayload {
         PanicPayload(Box::new(Caught { repr, task }))
     }
 
-    /// The same payload, as a panic of the task `header` named `name`.
-    pub(crate) fn of_task_named(mut self, header: &Header, name: Option<&StdArc<str>>) -> Self {
-        self.0.task = Some((header.id(), name.cloned()));
+    /// The same payload, as a panic of the task `task`.
+    pub(crate) fn with_task(mut self, task: TaskIdentity) -> Self {
+        self.0.task = Some(task);
         self
     }
 

@@ -65,6 +65,10 @@ impl fmt::Display for TaskId {
     }
 }
 
+/// A task's id and its name, if it has one: who a panic, a pending task
+/// or a running closure belongs to.
+pub(crate) type TaskIdentity = (TaskId, Option<crate::sync::StdArc<str>>);
+
 /// How many ids a thread takes from the shared counter at a time.
 const BLOCK: u32 = 1024;
 

@@ -25,12 +25,9 @@ use crate::sync::StdArc;
 
 use super::context::{NoPool, TaskContext};
 use super::error::PanicPayload;
-use super::id::TaskId;
+use super::id::TaskIdentity;
 use super::state::Header;
 use super::unwind::ignore_panic;
-
-/// A task's id and name.
-pub(crate) type TaskIdentity = (TaskId, Option<StdArc<str>>);
 
 /// What running a job did, for the worker's counters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -290,7 +287,7 @@ impl<C: Runnable> Unit for TaskRef<C> {
 
     fn identity(&self) -> Option<TaskIdentity> {
         let (header, name) = self.0.as_ref()?.identity()?;
-        Some((header.id(), name.cloned()))
+        Some(header.identity(name))
     }
 }
 

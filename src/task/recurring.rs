@@ -292,8 +292,7 @@ where
     /// panic, which is the task's: no thread-local is set for it.
     fn catching<R>(&self, f: impl FnOnce() -> R) -> Result<R, PanicPayload> {
         catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
-            let task = Some((self.header.id(), self.label.name().cloned()));
-            PanicPayload::of_task(payload, task)
+            PanicPayload::of_task(payload, Some(self.header.identity(self.label.name())))
         })
     }
 

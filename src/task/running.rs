@@ -10,7 +10,7 @@ use std::ptr::NonNull;
 
 use crate::sync::StdArc;
 
-use super::id::TaskId;
+use super::id::TaskIdentity;
 use super::state::Header;
 
 /// What the thread-local points at while a task's code runs.
@@ -64,6 +64,6 @@ pub(crate) fn stop_requested() -> Option<bool> {
 }
 
 /// The id and name of the task running on this thread.
-pub(crate) fn current() -> Option<(TaskId, Option<StdArc<str>>)> {
-    with_current(|header, name| (header.id(), name.cloned()))
+pub(crate) fn current() -> Option<TaskIdentity> {
+    with_current(|header, name| header.identity(name))
 }

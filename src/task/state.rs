@@ -88,7 +88,7 @@ use crate::time::Nanos;
 
 use super::context::TaskContext;
 use super::error::TaskError;
-use super::id::{IdSlot, TaskId};
+use super::id::{IdSlot, TaskId, TaskIdentity};
 
 const LIFECYCLE: usize = 0b11;
 pub(crate) const SCHEDULED: usize = 0;
@@ -249,6 +249,11 @@ impl Header {
     /// The task's id (drawn the first time it is asked for: `id.rs`).
     pub(crate) fn id(&self) -> TaskId {
         self.id.get()
+    }
+
+    /// The id of this task and `name`, its name.
+    pub(crate) fn identity(&self, name: Option<&StdArc<str>>) -> TaskIdentity {
+        (self.id(), name.cloned())
     }
 
     /// Marks the result as returned by the handle, polled as a `Future`.

@@ -17,8 +17,8 @@
 //! subscriber that wants them, a run costs the check of the span's
 //! callsite and an empty span (its fields, the id included, are only worked
 //! out for a subscriber): criterion's `timers/rearm` runs about 8% slower
-//! (`--features tracing` of the benches crate), `timers/fire` and the
-//! spawns within their noise.
+//! (`--features tracing` of the benches crate), `timers/fire` within its
+//! noise. (`execute`'s closures, the spawn benches', have no span.)
 
 use crate::sync::StdArc;
 

@@ -104,8 +104,7 @@ impl PgStore {
             if slot.as_ref().is_none_or(Client::is_closed) {
                 match Client::connect(&self.params, NoTls) {
                     Ok(client) => *slot = Some(client),
-                    Err(e) if std::time::Instant::now() < give_up => {
-                        let _ = e;
+                    Err(_) if std::time::Instant::now() < give_up => {
                         std::thread::sleep(backoff);
                         backoff = (backoff * 2).min(Duration::from_secs(1));
                         continue;
