@@ -29,52 +29,14 @@ use std::time::{Duration, SystemTime};
 use chronopool::{PeriodicHandle, ScheduledExecutor, WeakExecutor};
 
 use crate::error::DurableError;
+use crate::job::{Handler, Job, JobContext, JobError};
+use crate::lease::Leases;
+use crate::metrics::{Counters, DurableMetrics, Outcome};
 use crate::schedule::{Misfire, Recurrence, Schedule};
 use crate::store::postgres::PgStore;
 use crate::store::sqlite::SqliteStore;
-use crate::store::{Finish, JobState, Row, Store};
+use crate::store::{Due, Finish, JobState, Row, Store};
 use crate::time::{from_millis, millis, millis_of};
-
-/// A job's handler: it gets the job's context and returns `Err` with a
-/// message when the run failed (the job is then retried). A panic is a
-/// failure too.
-pub type Handler = dyn Fn(&JobContext<'_>) -> Result<(), String> + Send + Sync;
-
-/// What a handler sees of the job it runs.
-#[derive(Debug)]
-pub struct JobContext<'a> {
-    row: &'a Row,
-    due: SystemTime,
-}
-
-impl JobContext<'_> {
-    /// The job's key.
-    pub fn key(&self) -> &str {
-        &self.row.key
-    }
-
-    /// The name of its handler.
-    pub fn name(&self) -> &str {
-        &self.row.name
-    }
-
-    /// Its payload.
-    pub fn payload(&self) -> &[u8] {
-        &self.row.payload
-    }
-
-    /// Which attempt this is: 1 for the first run of an occurrence, more
-    /// for retries and for a run taken over after its process crashed (a
-    /// handler that sees more than 1 should be idempotent).
-    pub fn attempt(&self) -> u32 {
-        self.row.attempt
-    }
-
-    /// When this run was due.
-    pub fn due(&self) -> SystemTime {
-        self.due
-    }
-}
 
 /// How a [`DurableScheduler`] works; the defaults suit jobs due from
 /// seconds to years ahead.
@@ -100,6 +62,13 @@ pub struct Config {
     pub unhandled_wait: Duration,
     /// The most jobs a poll places (10,000).
     pub batch: usize,
+    /// How long a one-shot job that succeeded is kept, as
+    /// [`JobState::Done`], for inspection (zero, the default: it is
+    /// deleted by the run's own finish).
+    pub keep_done: Duration,
+    /// How long a dead job is kept for inspection and a manual
+    /// [`retry`](DurableScheduler::retry) before it is deleted (7 days).
+    pub keep_dead: Duration,
 }
 
 impl Default for Config {
@@ -113,6 +82,8 @@ impl Default for Config {
             retry_max: Duration::from_secs(300),
             unhandled_wait: Duration::from_secs(60),
             batch: 10_000,
+            keep_done: Duration::ZERO,
+            keep_dead: Duration::from_secs(7 * 24 * 3600),
         }
     }
 }
@@ -128,7 +99,7 @@ pub struct JobInfo {
     pub payload: Vec<u8>,
     /// Its state.
     pub state: JobState,
-    /// When it fires next (for a dead job: when it last was due).
+    /// When it fires next (for a dead or done job: when it last was due).
     pub next_fire: SystemTime,
     /// The attempts of its current occurrence so far.
     pub attempt: u32,
@@ -154,7 +125,7 @@ impl From<Row> for JobInfo {
 ///
 /// ```
 /// use chronopool::ScheduledExecutor;
-/// use chronopool_durable::{Config, DurableScheduler, Schedule};
+/// use chronopool_durable::{Config, DurableScheduler, JobError, Schedule};
 /// use std::sync::mpsc;
 /// use std::time::Duration;
 ///
@@ -164,7 +135,7 @@ impl From<Row> for JobInfo {
 /// let (sent, coupons) = mpsc::channel();
 /// let sent = std::sync::Mutex::new(sent);
 /// jobs.register("send-coupons", move |job| {
-///     sent.lock().unwrap().send(job.payload().to_vec()).map_err(|e| e.to_string())
+///     sent.lock().unwrap().send(job.payload().to_vec()).map_err(JobError::retry)
 /// });
 /// jobs.start()?;
 /// jobs.schedule("coupons-for-ada", "send-coupons", b"ada", Schedule::After(Duration::from_millis(10)))?;
@@ -188,6 +159,10 @@ struct Inner {
     poller: Mutex<Option<PeriodicHandle>>,
     /// `start` was called: until then nothing is placed or run here.
     started: std::sync::atomic::AtomicBool,
+    /// The runs in progress here, whose leases `renewer` renews.
+    leases: Arc<Leases>,
+    renewer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    counters: Counters,
 }
 
 impl DurableScheduler {
@@ -242,6 +217,9 @@ impl DurableScheduler {
                 placed: Mutex::default(),
                 poller: Mutex::default(),
                 started: std::sync::atomic::AtomicBool::new(false),
+                leases: Arc::default(),
+                renewer: Mutex::default(),
+                counters: Counters::default(),
             }),
         }
     }
@@ -252,10 +230,15 @@ impl DurableScheduler {
     /// schedulers on the store for [`Config::unhandled_wait`]; then it is
     /// claimed, its `last_error` says why it waits, and it waits as long
     /// again.
+    ///
+    /// The handler returns a [`JobError`] when the run failed: a retryable
+    /// one (`Err("why".into())`, or `?` on a `String` error) is retried
+    /// after a back-off, a [permanent](JobError::permanent) one makes the
+    /// job dead at once. A panic is retryable.
     pub fn register(
         &self,
         name: &str,
-        handler: impl Fn(&JobContext<'_>) -> Result<(), String> + Send + Sync + 'static,
+        handler: impl Fn(&JobContext<'_>) -> Result<(), JobError> + Send + Sync + 'static,
     ) {
         self.inner
             .handlers
@@ -265,17 +248,27 @@ impl DurableScheduler {
     }
 
     /// Starts the loop that places due jobs in the executor's timer (and
-    /// places the first window at once). Calling it again does nothing.
+    /// places the first window at once), and the thread that renews the
+    /// leases of the runs in progress (`lease.rs`). Calling it again does
+    /// nothing.
     ///
     /// # Errors
     ///
-    /// [`DurableError::Executor`] if the executor is shut down.
+    /// [`DurableError::Executor`] if the executor is shut down or the
+    /// renewal thread cannot be started.
     pub fn start(&self) -> Result<(), DurableError> {
         let mut poller = self.inner.poller.lock().unwrap_or_else(|p| p.into_inner());
         if poller.is_some() {
             return Ok(());
         }
         let executor = self.inner.executor()?;
+        let every = (self.inner.config.lease / 3).max(Duration::from_millis(1));
+        let (leases, weak) = (Arc::clone(&self.inner.leases), Arc::downgrade(&self.inner));
+        let renewer = std::thread::Builder::new()
+            .name("chronopool-durable-lease".into())
+            .spawn(move || Inner::renew_leases(&leases, &weak, every))
+            .map_err(|e| DurableError::Executor(format!("the lease thread: {e}")))?;
+        *self.inner.renewer.lock().unwrap_or_else(|p| p.into_inner()) = Some(renewer);
         self.inner
             .started
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -330,22 +323,80 @@ impl DurableScheduler {
         schedule: Schedule,
         misfire: Misfire,
     ) -> Result<(), DurableError> {
+        self.schedule_all([Job::new(key, name, payload.as_ref(), schedule).misfire(misfire)])
+    }
+
+    /// [`schedule`](Self::schedule) with `value` as the payload, in JSON
+    /// (`serde` feature); the handler reads it with [`JobContext::json`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`schedule`](Self::schedule), and
+    /// [`DurableError::Schedule`] if `value` cannot be written as JSON.
+    #[cfg(feature = "serde")]
+    pub fn schedule_json<T: serde::Serialize + ?Sized>(
+        &self,
+        key: &str,
+        name: &str,
+        value: &T,
+        schedule: Schedule,
+    ) -> Result<(), DurableError> {
+        self.schedule_all([Job::json(key, name, value, schedule)?])
+    }
+
+    /// Stores `jobs` in one transaction: all of them or, on an error, none
+    /// (of two jobs with one key, the later is stored). Much faster than
+    /// one [`schedule`](Self::schedule) per job: a batch of a thousand
+    /// costs about what a few single schedules do.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Schedule`] for a schedule that cannot fire (nothing
+    /// is stored), [`DurableError::Store`] if the store failed.
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use chronopool_durable::{Config, DurableScheduler, Job, Schedule};
+    /// use std::time::Duration;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let pool = ScheduledExecutor::builder().worker_threads(2).build()?;
+    /// let jobs = DurableScheduler::sqlite(&pool, dir.path().join("jobs.db"), Config::default())?;
+    /// let reminders = (1..=1000).map(|user| {
+    ///     let key = format!("remind-{user}");
+    ///     Job::new(key, "remind", user.to_string(), Schedule::After(Duration::from_secs(3600)))
+    /// });
+    /// jobs.schedule_all(reminders)?;
+    /// assert!(jobs.job("remind-500")?.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn schedule_all(&self, jobs: impl IntoIterator<Item = Job>) -> Result<(), DurableError> {
         let now = self.inner.now()?;
-        let (recurrence, first) = schedule.first(now)?;
-        let row = Row {
-            key: key.to_owned(),
-            name: name.to_owned(),
-            payload: payload.as_ref().to_vec(),
-            recurrence: recurrence.encode(),
-            next_fire: millis(first),
-            state: JobState::Scheduled,
-            attempt: 0,
-            misfire,
-            last_error: None,
-        };
-        self.inner.store.upsert(&row)?;
-        self.inner
-            .place_if_near(key, name, row.next_fire, millis(now));
+        let rows = jobs
+            .into_iter()
+            .map(|job| {
+                let (recurrence, first) = job.schedule.first(now)?;
+                Ok(Row {
+                    key: job.key,
+                    name: job.name,
+                    payload: job.payload,
+                    recurrence: recurrence.encode(),
+                    next_fire: millis(first),
+                    state: JobState::Scheduled,
+                    attempt: 0,
+                    misfire: job.misfire,
+                    last_error: None,
+                })
+            })
+            .collect::<Result<Vec<Row>, DurableError>>()?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        self.inner.store.upsert(&rows)?;
+        for row in &rows {
+            self.inner
+                .place_if_near(&row.key, &row.name, row.next_fire, millis(now));
+        }
         Ok(())
     }
 
@@ -368,7 +419,13 @@ impl DurableScheduler {
         Ok(self.inner.store.get(key)?.map(JobInfo::from))
     }
 
-    /// The jobs that failed `max_attempts` times, by key.
+    /// What this scheduler has counted since it was made.
+    pub fn metrics(&self) -> DurableMetrics {
+        self.inner.counters.snapshot()
+    }
+
+    /// The jobs that failed `max_attempts` times, or with a permanent
+    /// error, by key.
     ///
     /// # Errors
     ///
@@ -400,8 +457,10 @@ impl DurableScheduler {
 }
 
 impl Drop for DurableScheduler {
-    /// Stops the loop; jobs placed in the executor's timer find the
-    /// scheduler gone and do nothing (they stay in the store).
+    /// Stops the loop and the lease thread (and waits for it); jobs
+    /// placed in the executor's timer find the scheduler gone and do
+    /// nothing (they stay in the store). A handler still running keeps its
+    /// lease until it ends or the lease expires.
     fn drop(&mut self) {
         if let Some(poller) = self
             .inner
@@ -411,6 +470,19 @@ impl Drop for DurableScheduler {
             .take()
         {
             poller.cancel();
+        }
+        self.inner.leases.stop();
+        let renewer = self
+            .inner
+            .renewer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(renewer) = renewer {
+            // The thread holds no strong reference between renewals, and
+            // its store calls end (a PostgreSQL reconnect gives up after
+            // about 10 s), so this wait ends.
+            let _ = renewer.join();
         }
     }
 }
@@ -435,6 +507,12 @@ impl Inner {
         Ok(self.executor()?.system_time())
     }
 
+    /// Counts and reports a failed store operation, and drops its error
+    /// (its work is done again later: module doc).
+    fn ok<T>(&self, what: &str, result: Result<T, DurableError>) -> Option<T> {
+        result.map_err(|e| self.counters.store_error(what, &e)).ok()
+    }
+
     /// Places the job `key` if it fires within the window from `now` and
     /// this scheduler was started.
     /// (A job no handler here can run is left to the poll: see `poll`.)
@@ -442,7 +520,7 @@ impl Inner {
         let started = self.started.load(std::sync::atomic::Ordering::SeqCst);
         let near = fire <= now.saturating_add(millis_of(self.config.window));
         if started && near && self.has_handler(name) {
-            self.place(key, fire);
+            self.place(key, fire, false);
         }
     }
 
@@ -454,8 +532,9 @@ impl Inner {
     }
 
     /// Places the job `key` in the executor's timer at `fire`, unless it
-    /// is placed for that time already.
-    fn place(self: &Arc<Self>, key: &str, fire: i64) {
+    /// is placed for that time already. `expired`: it is a run whose
+    /// lease expired, to take over.
+    fn place(self: &Arc<Self>, key: &str, fire: i64, expired: bool) {
         {
             let mut placed = self.placed.lock().unwrap_or_else(|p| p.into_inner());
             if placed.get(key) == Some(&fire) {
@@ -466,11 +545,12 @@ impl Inner {
         let Ok(executor) = self.executor() else {
             return;
         };
+        self.counters.placed(key, fire);
         let (weak, owned_key) = (Arc::downgrade(self), key.to_owned());
         let placed = executor.schedule_at_system_time(
             move || {
                 if let Some(inner) = Weak::upgrade(&weak) {
-                    inner.fire(&owned_key, fire);
+                    inner.fire(&owned_key, fire, expired);
                 }
             },
             from_millis(fire),
@@ -488,29 +568,41 @@ impl Inner {
         }
     }
 
-    /// One turn of the loop: places the jobs due within the window.
+    /// One turn of the loop: places the jobs due within the window, and
+    /// deletes the done and dead jobs past their retention.
     fn poll(self: &Arc<Self>) {
         let Ok(now) = self.now().map(millis) else {
             return;
         };
         let until = now.saturating_add(millis_of(self.config.window));
         // A store that fails now is asked again at the next turn.
-        let Ok(due) = self.store.due(until, now, self.config.batch) else {
+        let Some(due) = self.ok("due", self.store.due(until, now, self.config.batch)) else {
             return;
         };
         let unhandled_wait = millis_of(self.config.unhandled_wait);
-        for (key, name, fire) in due {
+        for Due {
+            key,
+            name,
+            fire,
+            expired,
+        } in due
+        {
             // A job no handler here can run is left to the schedulers that
             // can, for `unhandled_wait`; then this one claims it to record
             // why it waits (and to retry it later).
             if self.has_handler(&name) || fire.saturating_add(unhandled_wait) <= now {
-                self.place(&key, fire);
+                self.place(&key, fire, expired);
             }
+        }
+        let done_before = now.saturating_sub(millis_of(self.config.keep_done));
+        let dead_before = now.saturating_sub(millis_of(self.config.keep_dead));
+        if let Some(n) = self.ok("clean", self.store.clean(done_before, dead_before)) {
+            self.counters.cleaned(n);
         }
     }
 
     /// A placement fell due: claim, run, finish (module doc).
-    fn fire(self: &Arc<Self>, key: &str, fire: i64) {
+    fn fire(self: &Arc<Self>, key: &str, fire: i64, expired: bool) {
         self.unplace(key, fire);
         let Ok(executor) = self.executor() else {
             return;
@@ -523,9 +615,11 @@ impl Inner {
             millis(now),
             millis(now).saturating_add(lease),
         );
-        let Ok(Some(row)) = claimed else {
-            return; // another process has it, or it moved, or the store failed
+        // None: another process has it, or it moved, or it was cancelled.
+        let Some(Some(row)) = self.ok("claim", claimed) else {
+            return;
         };
+        self.counters.claimed(key, row.attempt, expired);
         let handler = self
             .handlers
             .read()
@@ -538,24 +632,37 @@ impl Inner {
                 error: format!("no handler is registered for {:?}", row.name),
                 uncount: 1,
             },
-            Some(handler) => self.run(&executor, &row, &*handler, now),
-        };
-        let name = row.name;
-        let next = match &finish {
-            Finish::Next { next_fire } | Finish::Retry { next_fire, .. } => Some(*next_fire),
-            _ => None,
-        };
-        if let Ok(true) = self.store.finish(key, &self.owner, &finish) {
-            if let Some(next) = next {
-                self.place_if_near(key, &name, next, millis(executor.system_time()));
+            Some(handler) => {
+                self.leases.hold(key);
+                let finish = self.run(&executor, &row, &*handler, now);
+                self.leases.release(key);
+                finish
             }
+        };
+        let (outcome, next, error) = match &finish {
+            Finish::Done { .. } => (Outcome::Succeeded, None, None),
+            Finish::Next { next_fire } => (Outcome::Succeeded, Some(*next_fire), None),
+            Finish::Retry {
+                next_fire, error, ..
+            } => (Outcome::Retried, Some(*next_fire), Some(error.as_str())),
+            Finish::Dead { error, .. } => (Outcome::Dead, None, Some(error.as_str())),
+        };
+        // A finish the store refused (the job is another's now) or could
+        // not take (its lease expires, and the job runs again) is lost.
+        let stored = self.ok("finish", self.store.finish(key, &self.owner, &finish));
+        if stored == Some(true) {
+            self.counters.finished(key, outcome, error);
+            if let Some(next) = next {
+                self.place_if_near(key, &row.name, next, millis(executor.system_time()));
+            }
+        } else {
+            self.counters.finished(key, Outcome::Lost, error);
         }
     }
 
-    /// Runs `row`'s handler under a renewed lease, and says how the run
-    /// ends.
+    /// Runs `row`'s handler, and says how the run ends.
     fn run(
-        self: &Arc<Self>,
+        &self,
         executor: &ScheduledExecutor,
         row: &Row,
         handler: &Handler,
@@ -566,6 +673,7 @@ impl Inner {
             Err(e) => {
                 return Finish::Dead {
                     error: e.to_string(),
+                    at: millis(now),
                 }
             }
         };
@@ -581,14 +689,9 @@ impl Inner {
         let outcome = if skip {
             Ok(())
         } else {
-            let renewal = self.renew_while_running(executor, &row.key);
             let context = JobContext { row, due };
-            let outcome = catch_unwind(AssertUnwindSafe(|| handler(&context)))
-                .unwrap_or_else(|_| Err("the handler panicked".to_owned()));
-            if let Some(renewal) = renewal {
-                renewal.cancel();
-            }
-            outcome
+            catch_unwind(AssertUnwindSafe(|| handler(&context)))
+                .unwrap_or_else(|_| Err(JobError::retry("the handler panicked")))
         };
         let after = executor.system_time();
         match outcome {
@@ -596,12 +699,21 @@ impl Inner {
                 Ok(Some(next)) => Finish::Next {
                     next_fire: millis(next),
                 },
-                Ok(None) => Finish::Delete,
+                Ok(None) => Finish::Done {
+                    at: millis(after),
+                    keep: !self.config.keep_done.is_zero(),
+                },
                 Err(e) => Finish::Dead {
                     error: e.to_string(),
+                    at: millis(after),
                 },
             },
-            Err(error) if row.attempt >= self.config.max_attempts => Finish::Dead { error },
+            Err(error) if error.is_permanent() || row.attempt >= self.config.max_attempts => {
+                Finish::Dead {
+                    error: error.message().to_owned(),
+                    at: millis(after),
+                }
+            }
             Err(error) => {
                 let doublings = row.attempt.saturating_sub(1).min(30);
                 let delay = self
@@ -611,37 +723,27 @@ impl Inner {
                     .min(self.config.retry_max);
                 Finish::Retry {
                     next_fire: millis(after + delay),
-                    error,
+                    error: error.message().to_owned(),
                     uncount: 0,
                 }
             }
         }
     }
 
-    /// Renews the lease of `key` every third of a lease until cancelled.
-    fn renew_while_running(
-        self: &Arc<Self>,
-        executor: &ScheduledExecutor,
-        key: &str,
-    ) -> Option<PeriodicHandle> {
-        let every = self.config.lease / 3;
-        if every.is_zero() {
-            return None;
+    /// The lease thread's loop (`lease.rs`): every `every`, while runs are
+    /// in progress, extends their leases by a lease from now. It holds the
+    /// scheduler only while it renews, so that the scheduler can go.
+    fn renew_leases(leases: &Leases, weak: &Weak<Inner>, every: Duration) {
+        while let Some(keys) = leases.next_renewal(every) {
+            let Some(inner) = weak.upgrade() else {
+                return;
+            };
+            if let Ok(now) = inner.now() {
+                let until = millis(now).saturating_add(millis_of(inner.config.lease));
+                if let Some(n) = inner.ok("renew", inner.store.renew(&keys, &inner.owner, until)) {
+                    inner.counters.renewed(n);
+                }
+            }
         }
-        let (weak, key) = (Arc::downgrade(self), key.to_owned());
-        executor
-            .schedule_at_fixed_rate(
-                move || {
-                    if let Some(inner) = weak.upgrade() {
-                        if let Ok(now) = inner.now() {
-                            let until = millis(now).saturating_add(millis_of(inner.config.lease));
-                            let _ = inner.store.renew(&key, &inner.owner, until);
-                        }
-                    }
-                },
-                every,
-                every,
-            )
-            .ok()
     }
 }

@@ -53,7 +53,7 @@ fn scheduler(pool: &ScheduledExecutor, dir: &Path) -> DurableScheduler {
     let runs = Mutex::new(dir.join("runs"));
     jobs.register("work", move |job| {
         let runs = runs.lock().unwrap();
-        append(&runs, job.key()).map_err(|e| e.to_string())
+        append(&runs, job.key()).map_err(chronopool_durable::JobError::retry)
     });
     jobs
 }

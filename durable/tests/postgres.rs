@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use chronopool::{ManualClock, ScheduledExecutor};
-use chronopool_durable::{Config, DurableScheduler, JobState, Misfire, Schedule};
+use chronopool_durable::{
+    Config, DurableError, DurableScheduler, Job, JobError, JobState, Misfire, Schedule,
+};
 use common::PgServer;
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -29,6 +31,8 @@ fn manual_config() -> Config {
     config.poll_interval = DAY / 2;
     config.retry_initial = Duration::from_secs(60);
     config.max_attempts = 2;
+    // Dead jobs stay for the whole test (the default is 7 days).
+    config.keep_dead = 365 * DAY;
     config
 }
 
@@ -89,6 +93,66 @@ fn keyed_recurring_failing_and_unhandled_jobs_on_postgres() {
     let orphan = jobs.job("orphan").unwrap().unwrap();
     assert_eq!(orphan.state, JobState::Scheduled);
     assert!(orphan.last_error.unwrap().contains("no handler"));
+}
+
+/// The store's own SQL for batches (one `unnest` insert), retention and
+/// permanent failures, as `tests/features.rs` checks it on SQLite.
+#[test]
+fn batches_retention_and_permanent_failures_on_postgres() {
+    let server = PgServer::start();
+    let clock = ManualClock::new();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut config = manual_config();
+    config.keep_done = DAY;
+    config.keep_dead = 3 * DAY;
+    let jobs = DurableScheduler::postgres(&pool, &server.params(), config).unwrap();
+    let runs = Arc::new(Mutex::new(HashMap::<String, u32>::new()));
+    let r = runs.clone();
+    jobs.register("work", move |job| {
+        *r.lock().unwrap().entry(job.key().to_owned()).or_default() += 1;
+        if job.payload() == b"poison" {
+            Err(JobError::permanent("cannot read the payload"))
+        } else {
+            Ok(())
+        }
+    });
+    jobs.start().unwrap();
+    let batch = (1..=1000u64)
+        .map(|i| {
+            let due = Schedule::After(Duration::from_secs(60 * i));
+            Job::new(format!("j{i}"), "work", i.to_string(), due)
+        })
+        .chain([Job::new("j7", "work", "poison", Schedule::After(HOUR))]);
+    jobs.schedule_all(batch).unwrap();
+    let bad = [
+        Job::new("b1", "work", "", Schedule::After(HOUR)),
+        Job::new("b2", "work", "", Schedule::Every(Duration::ZERO)),
+    ];
+    assert!(matches!(
+        jobs.schedule_all(bad),
+        Err(DurableError::Schedule(_))
+    ));
+    assert!(jobs.job("b1").unwrap().is_none(), "none of a bad batch");
+
+    clock.advance(DAY);
+    {
+        let runs = runs.lock().unwrap();
+        assert_eq!(runs.len(), 1000);
+        assert!(runs.values().all(|&n| n == 1));
+    }
+    assert_eq!(jobs.job("j1").unwrap().unwrap().state, JobState::Done);
+    let dead = jobs.job("j7").unwrap().unwrap();
+    assert_eq!((dead.state, dead.attempt), (JobState::Dead, 1));
+    clock.advance(2 * DAY);
+    assert!(jobs.job("j1").unwrap().is_none(), "done: kept a day");
+    assert!(jobs.job("j7").unwrap().is_some(), "dead: kept 3 days");
+    clock.advance(2 * DAY);
+    assert!(jobs.job("j7").unwrap().is_none());
+    assert_eq!(jobs.metrics().cleaned, 1000);
 }
 
 #[test]

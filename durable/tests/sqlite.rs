@@ -149,7 +149,7 @@ fn failures_are_retried_then_dead_and_a_dead_job_can_be_retried() {
         if h.load(Ordering::SeqCst) == 1 {
             Ok(())
         } else {
-            Err(format!("down at attempt {}", job.attempt()))
+            Err(format!("down at attempt {}", job.attempt()).into())
         }
     });
     jobs.start().unwrap();
@@ -249,10 +249,11 @@ fn a_job_without_a_handler_waits_and_says_why() {
     assert_eq!(runs.lock().unwrap().len(), 1);
 }
 
-/// Real time: scheduler A claims a job and its handler hangs; its lease
-/// (300 ms, renewed while A runs) is lost when A stops renewing (its
-/// executor is stuck); scheduler B on the same file takes the job over.
-/// A's late finish stores nothing.
+/// Real time: scheduler A claims a job and its handler hangs; A is dropped
+/// (its lease thread stops, as a crashed process's would), so the lease
+/// (300 ms) expires; scheduler B on the same file takes the job over. A's
+/// late finish stores nothing. (`tests/features.rs`: a hung handler of a
+/// live scheduler keeps its lease.)
 #[test]
 fn a_stalled_runs_lease_expires_and_another_scheduler_runs_the_job() {
     let dir = tempfile::tempdir().unwrap();
@@ -262,7 +263,6 @@ fn a_stalled_runs_lease_expires_and_another_scheduler_runs_the_job() {
     config.poll_interval = Duration::from_millis(50);
     config.window = Duration::from_secs(1);
 
-    // A: one worker, taken by the hung handler, so its renewals never run.
     let pool_a = ScheduledExecutor::builder()
         .worker_threads(1)
         .build()
@@ -281,6 +281,7 @@ fn a_stalled_runs_lease_expires_and_another_scheduler_runs_the_job() {
     a.schedule("j", "work", b"", Schedule::After(Duration::ZERO))
         .unwrap();
     assert_eq!(started.recv_timeout(Duration::from_secs(30)).unwrap(), 1);
+    drop(a);
 
     let pool_b = ScheduledExecutor::builder()
         .worker_threads(2)
@@ -305,7 +306,6 @@ fn a_stalled_runs_lease_expires_and_another_scheduler_runs_the_job() {
         std::thread::sleep(Duration::from_millis(5));
     }
     release.send(()).unwrap();
-    drop(a);
     drop(pool_a);
     assert!(
         b.job("j").unwrap().is_none(),

@@ -5,7 +5,10 @@
 //!
 //! A job is one row, keyed by the user's key. Its `state` is
 //! *scheduled* (waiting for `next_fire`), *running* (claimed by `owner`
-//! until `lease_until`) or *dead* (failed too often; kept for inspection).
+//! until `lease_until`), *done* (a one-shot job that succeeded, kept for
+//! inspection when the scheduler is asked to) or *dead* (failed too often;
+//! kept for inspection and a manual retry). Done and dead rows carry
+//! `finished_at`, and are deleted once it is older than their retention.
 //!
 //! * **Claim** moves a row to *running*, for one owner and one lease, in
 //!   one statement that checks it is due: *scheduled* with `next_fire` at
@@ -13,12 +16,16 @@
 //!   crashed or stalled). Of any number of processes that try at once,
 //!   one wins; the others see no row. The attempt count goes up by one.
 //! * **Finish** ends a run in one statement, only if the row is still
-//!   *running* for this owner: it deletes a one-shot job, gives a recurring
-//!   one its next fire time, schedules a retry, or makes it *dead*. A run
+//!   *running* for this owner: it deletes a one-shot job (or makes it
+//!   *done*), gives a recurring one its next fire time, schedules a retry,
+//!   or makes it *dead*. A run
 //!   whose lease expired and whose job another process claimed finishes
 //!   nothing (its result is the other process's to store).
 //! * **Upsert** by key never duplicates: scheduling a key again replaces
 //!   the row, and a run in progress of the old one then finishes nothing.
+//!   A batch of upserts is one transaction: all are stored or none.
+//! * **Renew** extends the leases of an owner's running jobs, in one
+//!   statement for all of them.
 //!
 //! So a job runs at least once after its `schedule` call returned, and
 //! exactly once while no process crashes or stalls past its lease.
@@ -37,9 +44,15 @@ pub enum JobState {
     Scheduled,
     /// Claimed by a process that runs it.
     Running,
-    /// Failed more often than allowed: kept for inspection and a manual
-    /// [`retry`](crate::DurableScheduler::retry).
+    /// Failed more often than allowed, or with a
+    /// [permanent](crate::JobError::permanent) error: kept for inspection
+    /// and a manual [`retry`](crate::DurableScheduler::retry) until
+    /// [`Config::keep_dead`](crate::Config::keep_dead) has passed.
     Dead,
+    /// A one-shot job that succeeded, kept for
+    /// [`Config::keep_done`](crate::Config::keep_done) (by default it is
+    /// deleted at once).
+    Done,
 }
 
 impl JobState {
@@ -48,6 +61,7 @@ impl JobState {
             JobState::Scheduled => 0,
             JobState::Running => 1,
             JobState::Dead => 2,
+            JobState::Done => 3,
         }
     }
 
@@ -55,6 +69,7 @@ impl JobState {
         match code {
             1 => JobState::Running,
             2 => JobState::Dead,
+            3 => JobState::Done,
             _ => JobState::Scheduled,
         }
     }
@@ -76,14 +91,24 @@ pub(crate) struct Row {
     pub(crate) last_error: Option<String>,
 }
 
-/// A job to place: its key, its handler's name, and when it fires.
-pub(crate) type Due = (String, String, i64);
+/// A job to place, from [`Store::due`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Due {
+    pub(crate) key: String,
+    /// Its handler's name.
+    pub(crate) name: String,
+    /// When it fires (now, for an expired lease).
+    pub(crate) fire: i64,
+    /// It is a run whose lease expired (its process crashed or stalled).
+    pub(crate) expired: bool,
+}
 
 /// How a run ends, for [`Store::finish`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Finish {
-    /// A one-shot job succeeded: the row goes.
-    Delete,
+    /// A one-shot job succeeded at `at`: the row goes, or is kept as
+    /// *done* if `keep`.
+    Done { at: i64, keep: bool },
     /// A recurring job ran: it waits for `next_fire`, its attempts reset.
     Next { next_fire: i64 },
     /// It failed, or could not run yet: it waits for `next_fire`, keeping
@@ -94,14 +119,15 @@ pub(crate) enum Finish {
         error: String,
         uncount: u32,
     },
-    /// It failed for the last time.
-    Dead { error: String },
+    /// It failed for the last time, at `at`.
+    Dead { error: String, at: i64 },
 }
 
 /// What the scheduler needs of a store (module doc).
 pub(crate) trait Store: Send + Sync + 'static {
-    /// Inserts the job, or replaces the one with its key.
-    fn upsert(&self, row: &Row) -> Result<(), DurableError>;
+    /// Inserts the jobs, or replaces the ones with their keys, in one
+    /// transaction (of two rows with one key, the later is stored).
+    fn upsert(&self, rows: &[Row]) -> Result<(), DurableError>;
 
     /// Up to `limit` jobs to place in memory, with their handler's name and
     /// the time each fires:
@@ -119,8 +145,9 @@ pub(crate) trait Store: Send + Sync + 'static {
         lease_until: i64,
     ) -> Result<Option<Row>, DurableError>;
 
-    /// Extends `owner`'s lease of `key`; false if it is no longer its.
-    fn renew(&self, key: &str, owner: &str, lease_until: i64) -> Result<bool, DurableError>;
+    /// Extends `owner`'s leases of `keys` to `lease_until`; how many were
+    /// still its.
+    fn renew(&self, keys: &[String], owner: &str, lease_until: i64) -> Result<usize, DurableError>;
 
     /// Ends `owner`'s run of `key`; false if it was no longer its.
     fn finish(&self, key: &str, owner: &str, finish: &Finish) -> Result<bool, DurableError>;
@@ -136,4 +163,8 @@ pub(crate) trait Store: Send + Sync + 'static {
 
     /// A dead job back to scheduled, due at `now`, its attempts reset.
     fn revive(&self, key: &str, now: i64) -> Result<bool, DurableError>;
+
+    /// Deletes the done jobs finished before `done_before` and the dead
+    /// ones before `dead_before`; how many.
+    fn clean(&self, done_before: i64, dead_before: i64) -> Result<u64, DurableError>;
 }

@@ -2,11 +2,11 @@
 //! share one schedule.
 //!
 //! Every operation of the protocol (`store/mod.rs`) is one statement, so
-//! each is atomic on its own: a claim is an `UPDATE … WHERE <due>
-//! RETURNING`, and when two processes claim one row at once, PostgreSQL
-//! makes the second wait for the first's row lock and evaluates its
-//! `WHERE` again on the row the first wrote, which is no longer due: one
-//! claim wins. The times are the processes' own clocks (in milliseconds
+//! each is atomic on its own. A claim is an `UPDATE … RETURNING` of the
+//! row a `SELECT … FOR UPDATE SKIP LOCKED` found due: of two processes
+//! that claim one row at once, one locks it and the other skips it at
+//! once instead of waiting for the first's commit. A batch of schedules
+//! is one `INSERT … SELECT FROM unnest(arrays)`: one round trip. The times are the processes' own clocks (in milliseconds
 //! since the epoch): keep them synchronised, as Quartz and db-scheduler ask.
 //!
 //! **A connection that goes away** (the server restarted, the network
@@ -31,10 +31,11 @@ use crate::error::DurableError;
 use crate::schedule::Misfire;
 
 /// The schema's version once migrated.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// `MIGRATIONS[v]` takes the schema from version `v` to `v + 1`.
-const MIGRATIONS: [&str; 1] = ["CREATE TABLE chronopool_jobs (
+const MIGRATIONS: [&str; 2] = [
+    "CREATE TABLE chronopool_jobs (
         key         TEXT PRIMARY KEY,
         name        TEXT NOT NULL,
         payload     BYTEA NOT NULL,
@@ -48,7 +49,10 @@ const MIGRATIONS: [&str; 1] = ["CREATE TABLE chronopool_jobs (
         last_error  TEXT
     );
     CREATE INDEX chronopool_jobs_due ON chronopool_jobs (state, next_fire);
-    CREATE INDEX chronopool_jobs_lease ON chronopool_jobs (state, lease_until);"];
+    CREATE INDEX chronopool_jobs_lease ON chronopool_jobs (state, lease_until);",
+    // 2: done jobs, and when a job became done or dead (for retention).
+    "ALTER TABLE chronopool_jobs ADD COLUMN finished_at BIGINT",
+];
 
 /// An arbitrary key for the migration's advisory lock.
 const MIGRATION_LOCK: i64 = 0x6368_726f_6e6f;
@@ -179,27 +183,38 @@ fn row_of(r: &postgres::Row) -> Row {
 }
 
 impl Store for PgStore {
-    fn upsert(&self, row: &Row) -> Result<(), DurableError> {
-        let (state, misfire) = (JobState::Scheduled.code(), row.misfire.code());
+    fn upsert(&self, rows: &[Row]) -> Result<(), DurableError> {
+        // One statement for the batch (arrays, unnested): one round trip.
+        // A key twice in one statement is an error in PostgreSQL, so the
+        // later row of a key is the one sent.
+        let mut latest: std::collections::HashMap<&str, usize> = Default::default();
+        for (i, row) in rows.iter().enumerate() {
+            latest.insert(&row.key, i);
+        }
+        let mut kept: Vec<usize> = latest.into_values().collect();
+        kept.sort_unstable();
+        let column = |f: &dyn Fn(&Row) -> String| -> Vec<String> {
+            kept.iter().map(|&i| f(&rows[i])).collect()
+        };
+        let keys = column(&|r| r.key.clone());
+        let names = column(&|r| r.name.clone());
+        let recurrences = column(&|r| r.recurrence.clone());
+        let payloads: Vec<&[u8]> = kept.iter().map(|&i| &rows[i].payload[..]).collect();
+        let fires: Vec<i64> = kept.iter().map(|&i| rows[i].next_fire).collect();
+        let misfires: Vec<i64> = kept.iter().map(|&i| rows[i].misfire.code()).collect();
         self.with(|c| {
             c.execute(
                 "INSERT INTO chronopool_jobs
-                     (key, name, payload, recurrence, next_fire, state, attempt, misfire)
-                 VALUES ($1, $2, $3, $4, $5, $6, 0, $7)
+                     (key, name, payload, recurrence, next_fire, misfire, state, attempt)
+                 SELECT *, 0, 0 FROM unnest($1::TEXT[], $2::TEXT[], $3::BYTEA[],
+                                            $4::TEXT[], $5::BIGINT[], $6::BIGINT[])
                  ON CONFLICT (key) DO UPDATE SET
                      name = excluded.name, payload = excluded.payload,
                      recurrence = excluded.recurrence, next_fire = excluded.next_fire,
-                     state = excluded.state, attempt = 0, misfire = excluded.misfire,
-                     owner = NULL, lease_until = NULL, last_error = NULL",
-                &[
-                    &row.key,
-                    &row.name,
-                    &row.payload,
-                    &row.recurrence,
-                    &row.next_fire,
-                    &state,
-                    &misfire,
-                ],
+                     state = 0, attempt = 0, misfire = excluded.misfire,
+                     owner = NULL, lease_until = NULL, last_error = NULL,
+                     finished_at = NULL",
+                &[&keys, &names, &payloads, &recurrences, &fires, &misfires],
             )
             .map(drop)
         })
@@ -209,17 +224,22 @@ impl Store for PgStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.with(|c| {
             let rows = c.query(
-                "(SELECT key, name, next_fire FROM chronopool_jobs
+                "(SELECT key, name, next_fire, false FROM chronopool_jobs
                      WHERE state = 0 AND next_fire <= $1)
                  UNION ALL
-                 (SELECT key, name, $2::BIGINT FROM chronopool_jobs
+                 (SELECT key, name, $2::BIGINT, true FROM chronopool_jobs
                      WHERE state = 1 AND lease_until < $2)
                  LIMIT $3",
                 &[&until, &now, &limit],
             )?;
             Ok(rows
                 .iter()
-                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .map(|r| Due {
+                    key: r.get(0),
+                    name: r.get(1),
+                    fire: r.get(2),
+                    expired: r.get(3),
+                })
                 .collect())
         })
     }
@@ -236,8 +256,11 @@ impl Store for PgStore {
                 &format!(
                     "UPDATE chronopool_jobs
                          SET state = 1, owner = $2, lease_until = $4, attempt = attempt + 1
-                     WHERE key = $1
-                       AND ((state = 0 AND next_fire <= $3) OR (state = 1 AND lease_until < $3))
+                     WHERE key = (
+                         SELECT key FROM chronopool_jobs WHERE key = $1
+                           AND ((state = 0 AND next_fire <= $3)
+                                OR (state = 1 AND lease_until < $3))
+                         FOR UPDATE SKIP LOCKED)
                      RETURNING {COLUMNS}"
                 ),
                 &[&key, &owner, &now, &lease_until],
@@ -246,14 +269,14 @@ impl Store for PgStore {
         })
     }
 
-    fn renew(&self, key: &str, owner: &str, lease_until: i64) -> Result<bool, DurableError> {
+    fn renew(&self, keys: &[String], owner: &str, lease_until: i64) -> Result<usize, DurableError> {
         self.with(|c| {
             c.execute(
                 "UPDATE chronopool_jobs SET lease_until = $3
-                 WHERE key = $1 AND owner = $2 AND state = 1",
-                &[&key, &owner, &lease_until],
+                 WHERE key = ANY($1) AND owner = $2 AND state = 1",
+                &[&keys, &owner, &lease_until],
             )
-            .map(|n| n == 1)
+            .map(|n| n as usize)
         })
     }
 
@@ -261,9 +284,16 @@ impl Store for PgStore {
         const MINE: &str = "WHERE key = $1 AND owner = $2 AND state = 1";
         self.with(|c| {
             let changed = match finish {
-                Finish::Delete => c.execute(
+                Finish::Done { keep: false, .. } => c.execute(
                     &format!("DELETE FROM chronopool_jobs {MINE}"),
                     &[&key, &owner],
+                )?,
+                Finish::Done { at, keep: true } => c.execute(
+                    &format!(
+                        "UPDATE chronopool_jobs SET state = 3, owner = NULL,
+                             lease_until = NULL, last_error = NULL, finished_at = $3 {MINE}"
+                    ),
+                    &[&key, &owner, at],
                 )?,
                 Finish::Next { next_fire } => c.execute(
                     &format!(
@@ -284,12 +314,12 @@ impl Store for PgStore {
                     ),
                     &[&key, &owner, next_fire, error, &i64::from(*uncount)],
                 )?,
-                Finish::Dead { error } => c.execute(
+                Finish::Dead { error, at } => c.execute(
                     &format!(
                         "UPDATE chronopool_jobs SET state = 2, owner = NULL,
-                             lease_until = NULL, last_error = $3 {MINE}"
+                             lease_until = NULL, last_error = $3, finished_at = $4 {MINE}"
                     ),
-                    &[&key, &owner, error],
+                    &[&key, &owner, error, at],
                 )?,
             };
             Ok(changed == 1)
@@ -326,11 +356,22 @@ impl Store for PgStore {
     fn revive(&self, key: &str, now: i64) -> Result<bool, DurableError> {
         self.with(|c| {
             c.execute(
-                "UPDATE chronopool_jobs SET state = 0, next_fire = $2, attempt = 0
+                "UPDATE chronopool_jobs SET state = 0, next_fire = $2, attempt = 0,
+                     finished_at = NULL
                  WHERE key = $1 AND state = 2",
                 &[&key, &now],
             )
             .map(|n| n == 1)
+        })
+    }
+
+    fn clean(&self, done_before: i64, dead_before: i64) -> Result<u64, DurableError> {
+        self.with(|c| {
+            c.execute(
+                "DELETE FROM chronopool_jobs
+                 WHERE (state = 3 AND finished_at < $1) OR (state = 2 AND finished_at < $2)",
+                &[&done_before, &dead_before],
+            )
         })
     }
 }

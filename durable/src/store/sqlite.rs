@@ -21,11 +21,12 @@ use crate::error::DurableError;
 use crate::schedule::Misfire;
 
 /// The schema's version: what `user_version` says once migrated.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// Each migration, from the version before it: `MIGRATIONS[v]` takes a
 /// file at version `v` to `v + 1`.
-const MIGRATIONS: [&str; 1] = ["CREATE TABLE chronopool_jobs (
+const MIGRATIONS: [&str; 2] = [
+    "CREATE TABLE chronopool_jobs (
         key         TEXT PRIMARY KEY NOT NULL,
         name        TEXT NOT NULL,
         payload     BLOB NOT NULL,
@@ -39,7 +40,10 @@ const MIGRATIONS: [&str; 1] = ["CREATE TABLE chronopool_jobs (
         last_error  TEXT
     );
     CREATE INDEX chronopool_jobs_due ON chronopool_jobs (state, next_fire);
-    CREATE INDEX chronopool_jobs_lease ON chronopool_jobs (state, lease_until);"];
+    CREATE INDEX chronopool_jobs_lease ON chronopool_jobs (state, lease_until);",
+    // 2: done jobs, and when a job became done or dead (for retention).
+    "ALTER TABLE chronopool_jobs ADD COLUMN finished_at INTEGER",
+];
 
 /// The columns of a [`Row`], in `row_of`'s order.
 const COLUMNS: &str =
@@ -115,43 +119,53 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
 }
 
 impl Store for SqliteStore {
-    fn upsert(&self, row: &Row) -> Result<(), DurableError> {
+    fn upsert(&self, rows: &[Row]) -> Result<(), DurableError> {
         self.with(|c| {
-            c.execute(
-                "INSERT INTO chronopool_jobs
-                     (key, name, payload, recurrence, next_fire, state, attempt, misfire)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7)
-                 ON CONFLICT (key) DO UPDATE SET
-                     name = excluded.name, payload = excluded.payload,
-                     recurrence = excluded.recurrence, next_fire = excluded.next_fire,
-                     state = excluded.state, attempt = 0, misfire = excluded.misfire,
-                     owner = NULL, lease_until = NULL, last_error = NULL",
-                params![
-                    row.key,
-                    row.name,
-                    row.payload,
-                    row.recurrence,
-                    row.next_fire,
-                    JobState::Scheduled.code(),
-                    row.misfire.code(),
-                ],
-            )
-            .map(drop)
+            let tx = c.unchecked_transaction()?;
+            {
+                let mut statement = tx.prepare_cached(
+                    "INSERT INTO chronopool_jobs
+                         (key, name, payload, recurrence, next_fire, state, attempt, misfire)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 0, 0, ?6)
+                     ON CONFLICT (key) DO UPDATE SET
+                         name = excluded.name, payload = excluded.payload,
+                         recurrence = excluded.recurrence, next_fire = excluded.next_fire,
+                         state = 0, attempt = 0, misfire = excluded.misfire,
+                         owner = NULL, lease_until = NULL, last_error = NULL,
+                         finished_at = NULL",
+                )?;
+                for row in rows {
+                    statement.execute(params![
+                        row.key,
+                        row.name,
+                        row.payload,
+                        row.recurrence,
+                        row.next_fire,
+                        row.misfire.code(),
+                    ])?;
+                }
+            }
+            tx.commit()
         })
     }
 
     fn due(&self, until: i64, now: i64, limit: usize) -> Result<Vec<Due>, DurableError> {
         self.with(|c| {
             let mut statement = c.prepare_cached(
-                "SELECT key, name, next_fire FROM chronopool_jobs
+                "SELECT key, name, next_fire, 0 FROM chronopool_jobs
                      WHERE state = 0 AND next_fire <= ?1
                  UNION ALL
-                 SELECT key, name, ?2 FROM chronopool_jobs
+                 SELECT key, name, ?2, 1 FROM chronopool_jobs
                      WHERE state = 1 AND lease_until < ?2
                  LIMIT ?3",
             )?;
             let rows = statement.query_map(params![until, now, limit as i64], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                Ok(Due {
+                    key: r.get(0)?,
+                    name: r.get(1)?,
+                    fire: r.get(2)?,
+                    expired: r.get(3)?,
+                })
             })?;
             rows.collect()
         })
@@ -177,14 +191,21 @@ impl Store for SqliteStore {
         })
     }
 
-    fn renew(&self, key: &str, owner: &str, lease_until: i64) -> Result<bool, DurableError> {
+    fn renew(&self, keys: &[String], owner: &str, lease_until: i64) -> Result<usize, DurableError> {
         self.with(|c| {
-            c.prepare_cached(
-                "UPDATE chronopool_jobs SET lease_until = ?3
-                 WHERE key = ?1 AND owner = ?2 AND state = 1",
-            )?
-            .execute(params![key, owner, lease_until])
-            .map(|n| n == 1)
+            let tx = c.unchecked_transaction()?;
+            let mut renewed = 0;
+            {
+                let mut statement = tx.prepare_cached(
+                    "UPDATE chronopool_jobs SET lease_until = ?3
+                     WHERE key = ?1 AND owner = ?2 AND state = 1",
+                )?;
+                for key in keys {
+                    renewed += statement.execute(params![key, owner, lease_until])?;
+                }
+            }
+            tx.commit()?;
+            Ok(renewed)
         })
     }
 
@@ -192,9 +213,15 @@ impl Store for SqliteStore {
         const MINE: &str = "WHERE key = ?1 AND owner = ?2 AND state = 1";
         self.with(|c| {
             let changed = match finish {
-                Finish::Delete => c
+                Finish::Done { keep: false, .. } => c
                     .prepare_cached(&format!("DELETE FROM chronopool_jobs {MINE}"))?
                     .execute(params![key, owner])?,
+                Finish::Done { at, keep: true } => c
+                    .prepare_cached(&format!(
+                        "UPDATE chronopool_jobs SET state = 3, owner = NULL,
+                             lease_until = NULL, last_error = NULL, finished_at = ?3 {MINE}"
+                    ))?
+                    .execute(params![key, owner, at])?,
                 Finish::Next { next_fire } => c
                     .prepare_cached(&format!(
                         "UPDATE chronopool_jobs SET state = 0, next_fire = ?3, attempt = 0,
@@ -212,12 +239,12 @@ impl Store for SqliteStore {
                              lease_until = NULL, last_error = ?4 {MINE}"
                     ))?
                     .execute(params![key, owner, next_fire, error, uncount])?,
-                Finish::Dead { error } => c
+                Finish::Dead { error, at } => c
                     .prepare_cached(&format!(
                         "UPDATE chronopool_jobs SET state = 2, owner = NULL,
-                             lease_until = NULL, last_error = ?3 {MINE}"
+                             lease_until = NULL, last_error = ?3, finished_at = ?4 {MINE}"
                     ))?
-                    .execute(params![key, owner, error])?,
+                    .execute(params![key, owner, error, at])?,
             };
             Ok(changed == 1)
         })
@@ -253,11 +280,23 @@ impl Store for SqliteStore {
     fn revive(&self, key: &str, now: i64) -> Result<bool, DurableError> {
         self.with(|c| {
             c.execute(
-                "UPDATE chronopool_jobs SET state = 0, next_fire = ?2, attempt = 0
+                "UPDATE chronopool_jobs SET state = 0, next_fire = ?2, attempt = 0,
+                     finished_at = NULL
                  WHERE key = ?1 AND state = 2",
                 params![key, now],
             )
             .map(|n| n == 1)
+        })
+    }
+
+    fn clean(&self, done_before: i64, dead_before: i64) -> Result<u64, DurableError> {
+        self.with(|c| {
+            c.prepare_cached(
+                "DELETE FROM chronopool_jobs
+                 WHERE (state = 3 AND finished_at < ?1) OR (state = 2 AND finished_at < ?2)",
+            )?
+            .execute(params![done_before, dead_before])
+            .map(|n| n as u64)
         })
     }
 }
@@ -271,6 +310,17 @@ mod tests {
         let store = SqliteStore::open(dir.path().join("jobs.db")).unwrap();
         (dir, store)
     }
+
+    fn due(key: &str, fire: i64) -> Due {
+        Due {
+            key: key.into(),
+            name: "job".into(),
+            fire,
+            expired: false,
+        }
+    }
+
+    const DONE: Finish = Finish::Done { at: 0, keep: false };
 
     fn row(key: &str, next_fire: i64) -> Row {
         Row {
@@ -289,7 +339,7 @@ mod tests {
     #[test]
     fn one_claim_wins_and_a_finished_run_is_the_owners_only() {
         let (_dir, store) = store();
-        store.upsert(&row("a", 100)).unwrap();
+        store.upsert(&[row("a", 100)]).unwrap();
         assert!(
             store.claim("a", "p1", 99, 1000).unwrap().is_none(),
             "not due yet"
@@ -303,39 +353,33 @@ mod tests {
         // The lease expires: another process takes it over.
         let taken = store.claim("a", "p2", 1001, 2000).unwrap().unwrap();
         assert_eq!(taken.attempt, 2);
-        assert!(
-            !store.finish("a", "p1", &Finish::Delete).unwrap(),
-            "no longer p1's"
-        );
-        assert!(store.finish("a", "p2", &Finish::Delete).unwrap());
+        assert!(!store.finish("a", "p1", &DONE).unwrap(), "no longer p1's");
+        assert!(store.finish("a", "p2", &DONE).unwrap());
         assert!(store.get("a").unwrap().is_none());
     }
 
     #[test]
     fn scheduling_a_key_again_replaces_its_job() {
         let (_dir, store) = store();
-        store.upsert(&row("a", 100)).unwrap();
+        store.upsert(&[row("a", 100)]).unwrap();
         store.claim("a", "p1", 100, 1000).unwrap().unwrap();
-        store.upsert(&row("a", 300)).unwrap();
+        store.upsert(&[row("a", 300)]).unwrap();
         let again = store.get("a").unwrap().unwrap();
         assert_eq!(
             (again.next_fire, again.state, again.attempt),
             (300, JobState::Scheduled, 0)
         );
         assert!(
-            !store.finish("a", "p1", &Finish::Delete).unwrap(),
+            !store.finish("a", "p1", &DONE).unwrap(),
             "the old run finishes nothing"
         );
-        assert_eq!(
-            store.due(1000, 0, 10).unwrap(),
-            [("a".to_owned(), "job".to_owned(), 300)]
-        );
+        assert_eq!(store.due(1000, 0, 10).unwrap(), [due("a", 300)]);
     }
 
     #[test]
     fn retries_dead_jobs_and_revival() {
         let (_dir, store) = store();
-        store.upsert(&row("a", 0)).unwrap();
+        store.upsert(&[row("a", 0)]).unwrap();
         store.claim("a", "p", 0, 10).unwrap().unwrap();
         let retry = Finish::Retry {
             next_fire: 50,
@@ -354,7 +398,8 @@ mod tests {
                 "a",
                 "p",
                 &Finish::Dead {
-                    error: "boom again".into()
+                    error: "boom again".into(),
+                    at: 60,
                 }
             )
             .unwrap());
@@ -364,10 +409,33 @@ mod tests {
             "the dead do not fire"
         );
         assert!(store.revive("a", 70).unwrap());
-        assert_eq!(
-            store.due(100, 100, 10).unwrap(),
-            [("a".to_owned(), "job".to_owned(), 70)]
-        );
+        assert_eq!(store.due(100, 100, 10).unwrap(), [due("a", 70)]);
+    }
+
+    #[test]
+    fn a_version_1_file_is_migrated_with_its_jobs() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.db");
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(&format!(
+            "{}; PRAGMA user_version = 1;
+             INSERT INTO chronopool_jobs (key, name, payload, recurrence, next_fire, state)
+                 VALUES ('old', 'job', x'01', 'once', 5, 0);",
+            MIGRATIONS[0]
+        ))
+        .unwrap();
+        drop(c);
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.get("old").unwrap().unwrap().next_fire, 5);
+        store.claim("old", "p", 5, 10).unwrap().unwrap();
+        let done = Finish::Done { at: 6, keep: true };
+        assert!(store.finish("old", "p", &done).unwrap());
+        assert_eq!(store.list(JobState::Done).unwrap().len(), 1);
+        assert_eq!(store.clean(7, 0).unwrap(), 1, "finished_at, from version 2");
+        let version: i64 = store
+            .with(|c| c.pragma_query_value(None, "user_version", |r| r.get(0)))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
     }
 
     #[test]
@@ -376,7 +444,7 @@ mod tests {
         let path = dir.path().join("jobs.db");
         SqliteStore::open(&path)
             .unwrap()
-            .upsert(&row("kept", 1))
+            .upsert(&[row("kept", 1)])
             .unwrap();
         let reopened = SqliteStore::open(&path).unwrap();
         assert!(reopened.get("kept").unwrap().is_some());

@@ -1,0 +1,247 @@
+//! The user's side of a job: [`Job`] (one to schedule, alone or in a
+//! batch), [`JobContext`] (what its handler sees), [`JobError`] (how a run
+//! fails) and [`Handler`].
+
+use std::fmt;
+use std::time::SystemTime;
+
+use crate::schedule::{Misfire, Schedule};
+use crate::store::Row;
+
+/// A job's handler: it gets the job's context and returns `Err` when the
+/// run failed. A [retryable](JobError::retry) failure is retried after a
+/// back-off, a [permanent](JobError::permanent) one makes the job dead at
+/// once. A panic is a retryable failure.
+pub type Handler = dyn Fn(&JobContext<'_>) -> Result<(), JobError> + Send + Sync;
+
+/// A job to store: its key, the name of its handler, its payload and its
+/// schedule, for [`DurableScheduler::schedule_all`](crate::DurableScheduler::schedule_all).
+///
+/// ```
+/// use chronopool_durable::{Job, Misfire, Schedule};
+/// use std::time::Duration;
+///
+/// let job = Job::new("flush-cache", "flush", b"eu-west".to_vec(), Schedule::Every(Duration::from_secs(60)))
+///     .misfire(Misfire::Skip);
+/// assert_eq!(job.key(), "flush-cache");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub(crate) key: String,
+    pub(crate) name: String,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) schedule: Schedule,
+    pub(crate) misfire: Misfire,
+}
+
+impl Job {
+    /// The job `key` (unique: storing a key again replaces its job), for
+    /// the handler `name`, with `payload`, on `schedule`, with the default
+    /// [`Misfire`] policy.
+    pub fn new(
+        key: impl Into<String>,
+        name: impl Into<String>,
+        payload: impl Into<Vec<u8>>,
+        schedule: Schedule,
+    ) -> Job {
+        Job {
+            key: key.into(),
+            name: name.into(),
+            payload: payload.into(),
+            schedule,
+            misfire: Misfire::default(),
+        }
+    }
+
+    /// The job with `value` as its payload, in JSON (`serde` feature);
+    /// its handler reads it with [`JobContext::json`].
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Schedule`](crate::DurableError::Schedule) if `value`
+    /// cannot be written as JSON.
+    ///
+    /// ```
+    /// use chronopool_durable::{Job, Schedule};
+    /// use std::time::Duration;
+    ///
+    /// #[derive(serde::Serialize)]
+    /// struct Coupon { customer: u64, percent: u8 }
+    ///
+    /// let job = Job::json("coupon-7", "send-coupon", &Coupon { customer: 7, percent: 10 },
+    ///                     Schedule::After(Duration::from_secs(3600)))?;
+    /// assert_eq!(job.payload(), br#"{"customer":7,"percent":10}"#);
+    /// # Ok::<(), chronopool_durable::DurableError>(())
+    /// ```
+    #[cfg(feature = "serde")]
+    pub fn json<T: serde::Serialize + ?Sized>(
+        key: impl Into<String>,
+        name: impl Into<String>,
+        value: &T,
+        schedule: Schedule,
+    ) -> Result<Job, crate::DurableError> {
+        let payload = serde_json::to_vec(value)
+            .map_err(|e| crate::DurableError::Schedule(format!("payload: {e}")))?;
+        Ok(Job::new(key, name, payload, schedule))
+    }
+
+    /// The job with `misfire` as its policy for the runs of a recurring
+    /// job missed while no process ran it.
+    #[must_use]
+    pub fn misfire(mut self, misfire: Misfire) -> Job {
+        self.misfire = misfire;
+        self
+    }
+
+    /// Its key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The name of its handler.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its payload.
+    pub fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+}
+
+/// What a handler sees of the job it runs.
+#[derive(Debug)]
+pub struct JobContext<'a> {
+    pub(crate) row: &'a Row,
+    pub(crate) due: SystemTime,
+}
+
+impl JobContext<'_> {
+    /// The job's key.
+    pub fn key(&self) -> &str {
+        &self.row.key
+    }
+
+    /// The name of its handler.
+    pub fn name(&self) -> &str {
+        &self.row.name
+    }
+
+    /// Its payload.
+    pub fn payload(&self) -> &[u8] {
+        &self.row.payload
+    }
+
+    /// Its payload read as JSON (`serde` feature). A payload that cannot
+    /// be read as a `T` is a [permanent](JobError::permanent) error, so
+    /// `job.json()?` makes such a job dead with the reason instead of
+    /// retrying what cannot succeed.
+    ///
+    /// # Errors
+    ///
+    /// A permanent [`JobError`] saying why the payload is not a `T`.
+    ///
+    /// ```no_run
+    /// # fn demo(jobs: &chronopool_durable::DurableScheduler) {
+    /// #[derive(serde::Deserialize)]
+    /// struct Coupon { customer: u64, percent: u8 }
+    ///
+    /// jobs.register("send-coupon", |job| {
+    ///     let coupon: Coupon = job.json()?;
+    ///     println!("{}% off for customer {}", coupon.percent, coupon.customer);
+    ///     Ok(())
+    /// });
+    /// # }
+    /// ```
+    #[cfg(feature = "serde")]
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, JobError> {
+        serde_json::from_slice(&self.row.payload).map_err(|e| {
+            JobError::permanent(format!("the payload is not what the handler reads: {e}"))
+        })
+    }
+
+    /// Which attempt this is: 1 for the first run of an occurrence, more
+    /// for retries and for a run taken over after its process crashed (a
+    /// handler that sees more than 1 should be idempotent).
+    pub fn attempt(&self) -> u32 {
+        self.row.attempt
+    }
+
+    /// When this run was due.
+    pub fn due(&self) -> SystemTime {
+        self.due
+    }
+}
+
+/// Why a run failed, as a handler returns it: retryable (the default, as
+/// `"message".into()` or `?` on a `String` error gives) or permanent.
+///
+/// ```
+/// use chronopool_durable::JobError;
+///
+/// let busy: JobError = "the mail server is busy".into();
+/// assert!(!busy.is_permanent());
+/// let unknown = JobError::permanent("no such customer: 42");
+/// assert!(unknown.is_permanent());
+/// assert_eq!(unknown.to_string(), "no such customer: 42");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobError {
+    message: String,
+    permanent: bool,
+}
+
+impl JobError {
+    /// A failure worth another attempt, after the back-off of
+    /// [`Config::retry_initial`](crate::Config::retry_initial) (the job is
+    /// dead after [`Config::max_attempts`](crate::Config::max_attempts)).
+    pub fn retry(message: impl fmt::Display) -> JobError {
+        JobError {
+            message: message.to_string(),
+            permanent: false,
+        }
+    }
+
+    /// A failure no retry can mend (a payload the handler cannot read, a
+    /// record that is gone): the job is dead at once, kept with `message`
+    /// for inspection and a manual
+    /// [`retry`](crate::DurableScheduler::retry).
+    pub fn permanent(message: impl fmt::Display) -> JobError {
+        JobError {
+            message: message.to_string(),
+            permanent: true,
+        }
+    }
+
+    /// Whether it is [permanent](JobError::permanent).
+    pub fn is_permanent(&self) -> bool {
+        self.permanent
+    }
+
+    /// What went wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for JobError {}
+
+impl From<String> for JobError {
+    /// A retryable failure.
+    fn from(message: String) -> Self {
+        JobError::retry(message)
+    }
+}
+
+impl From<&str> for JobError {
+    /// A retryable failure.
+    fn from(message: &str) -> Self {
+        JobError::retry(message)
+    }
+}

@@ -1,0 +1,158 @@
+//! What a [`DurableScheduler`](crate::DurableScheduler) counts
+//! ([`DurableMetrics`]), and the `tracing` events it emits for the same
+//! moments (the `tracing` feature): one place records both, so that the
+//! two never disagree.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// A snapshot of a scheduler's counters since it was made
+/// ([`DurableScheduler::metrics`](crate::DurableScheduler::metrics)).
+/// Each counts this process's part only; a cluster's figures are the sums
+/// of its processes'.
+///
+/// ```
+/// use chronopool_durable::DurableMetrics;
+///
+/// let m = DurableMetrics::default();
+/// assert_eq!(m.claimed, m.succeeded + m.retried + m.dead + m.lost + m.running);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DurableMetrics {
+    /// Jobs placed in the executor's timer to fire (each fire time once).
+    pub due: u64,
+    /// Runs this process claimed in the store.
+    pub claimed: u64,
+    /// Of those, runs taken over from a process whose lease expired (it
+    /// crashed, or stalled past its lease).
+    pub lease_expired: u64,
+    /// Claimed runs not finished yet.
+    pub running: u64,
+    /// Runs that succeeded.
+    pub succeeded: u64,
+    /// Runs that failed and wait for another attempt (or, for a job no
+    /// handler here runs, for a scheduler that has its handler).
+    pub retried: u64,
+    /// Runs after which their job is dead.
+    pub dead: u64,
+    /// Runs whose outcome was not stored because the job was no longer
+    /// this process's (its lease expired and another took it, or it was
+    /// scheduled again or cancelled meanwhile), or the store failed.
+    pub lost: u64,
+    /// Leases this process renewed while its handlers ran.
+    pub renewed: u64,
+    /// Done and dead jobs deleted after their retention.
+    pub cleaned: u64,
+    /// Operations on the store that failed (each is tried again later:
+    /// by the next poll, or by the job's lease expiring).
+    pub store_errors: u64,
+}
+
+/// The live counters behind [`DurableMetrics`].
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    due: AtomicU64,
+    claimed: AtomicU64,
+    lease_expired: AtomicU64,
+    succeeded: AtomicU64,
+    retried: AtomicU64,
+    dead: AtomicU64,
+    lost: AtomicU64,
+    renewed: AtomicU64,
+    cleaned: AtomicU64,
+    store_errors: AtomicU64,
+}
+
+/// How a claimed run ended, for [`Counters::finished`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Succeeded,
+    Retried,
+    Dead,
+    Lost,
+}
+
+impl Counters {
+    pub(crate) fn snapshot(&self) -> DurableMetrics {
+        // `running` is derived, so that it is never negative and a
+        // snapshot's sums hold: each finished run was claimed first
+        // (`claimed` is read last, so it is at least their sum).
+        let succeeded = self.succeeded.load(Relaxed);
+        let retried = self.retried.load(Relaxed);
+        let dead = self.dead.load(Relaxed);
+        let lost = self.lost.load(Relaxed);
+        let claimed = self.claimed.load(Relaxed);
+        DurableMetrics {
+            due: self.due.load(Relaxed),
+            claimed,
+            lease_expired: self.lease_expired.load(Relaxed),
+            running: claimed.saturating_sub(succeeded + retried + dead + lost),
+            succeeded,
+            retried,
+            dead,
+            lost,
+            renewed: self.renewed.load(Relaxed),
+            cleaned: self.cleaned.load(Relaxed),
+            store_errors: self.store_errors.load(Relaxed),
+        }
+    }
+
+    pub(crate) fn placed(&self, _key: &str, _fire: i64) {
+        self.due.fetch_add(1, Relaxed);
+        #[cfg(feature = "tracing")]
+        tracing::trace!(key = _key, fire_ms = _fire, "job due");
+    }
+
+    pub(crate) fn claimed(&self, _key: &str, _attempt: u32, taken_over: bool) {
+        if taken_over {
+            self.lease_expired.fetch_add(1, Relaxed);
+            #[cfg(feature = "tracing")]
+            tracing::warn!(
+                key = _key,
+                attempt = _attempt,
+                "lease expired: running a job another process had claimed"
+            );
+        }
+        self.claimed.fetch_add(1, Relaxed);
+        #[cfg(feature = "tracing")]
+        tracing::debug!(key = _key, attempt = _attempt, "job claimed");
+    }
+
+    pub(crate) fn finished(&self, _key: &str, outcome: Outcome, _error: Option<&str>) {
+        let counter = match outcome {
+            Outcome::Succeeded => &self.succeeded,
+            Outcome::Retried => &self.retried,
+            Outcome::Dead => &self.dead,
+            Outcome::Lost => &self.lost,
+        };
+        counter.fetch_add(1, Relaxed);
+        #[cfg(feature = "tracing")]
+        match outcome {
+            Outcome::Succeeded => tracing::debug!(key = _key, "job succeeded"),
+            Outcome::Retried => tracing::info!(key = _key, error = _error, "job retried"),
+            Outcome::Dead => tracing::warn!(key = _key, error = _error, "job dead"),
+            Outcome::Lost => tracing::warn!(
+                key = _key,
+                "run not stored: the job is no longer this process's"
+            ),
+        }
+    }
+
+    pub(crate) fn renewed(&self, n: usize) {
+        self.renewed.fetch_add(n as u64, Relaxed);
+    }
+
+    pub(crate) fn cleaned(&self, n: u64) {
+        self.cleaned.fetch_add(n, Relaxed);
+        #[cfg(feature = "tracing")]
+        if n > 0 {
+            tracing::debug!(rows = n, "done and dead jobs cleaned");
+        }
+    }
+
+    pub(crate) fn store_error(&self, _what: &str, _error: &crate::DurableError) {
+        self.store_errors.fetch_add(1, Relaxed);
+        #[cfg(feature = "tracing")]
+        tracing::error!(operation = _what, error = %_error, "durable store failed");
+    }
+}
