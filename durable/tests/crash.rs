@@ -1,12 +1,15 @@
 //! Crashes: a child process (this test binary, run again as
 //! `child_schedules_and_runs`) schedules 10,000 jobs due over the next
-//! seconds on a SQLite file and runs them, and is killed with SIGKILL at a
-//! point chosen by the parent: while it schedules, or while it runs. A new
-//! scheduler on the same file then runs what is left. Every job whose
+//! seconds, on a SQLite file or on a PostgreSQL server the test starts,
+//! and runs them, and is killed with SIGKILL at a point chosen by the
+//! parent: while it schedules, or while it runs. A new scheduler on the
+//! same store then runs what is left. Every job whose
 //! `schedule` call had returned runs at least once; a job runs twice only
 //! if the kill caught its run in flight (at most one per worker).
 
 #![cfg(unix)]
+
+mod common;
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
@@ -47,9 +50,14 @@ fn lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
-/// A scheduler on `dir`'s store whose handler logs every run to `runs`.
-fn scheduler(pool: &ScheduledExecutor, dir: &Path) -> DurableScheduler {
-    let jobs = DurableScheduler::sqlite(pool, dir.join("jobs.db"), config()).unwrap();
+/// A scheduler whose handler logs every run to `dir`'s `runs`, on the
+/// PostgreSQL database `pg` names, else on `dir`'s SQLite file.
+fn scheduler(pool: &ScheduledExecutor, dir: &Path, pg: Option<&str>) -> DurableScheduler {
+    let jobs = match pg {
+        Some(params) => DurableScheduler::postgres(pool, params, config()),
+        None => DurableScheduler::sqlite(pool, dir.join("jobs.db"), config()),
+    }
+    .unwrap();
     let runs = Mutex::new(dir.join("runs"));
     jobs.register("work", move |job| {
         let runs = runs.lock().unwrap();
@@ -58,8 +66,9 @@ fn scheduler(pool: &ScheduledExecutor, dir: &Path) -> DurableScheduler {
     jobs
 }
 
-/// The child's body: only when the parent runs it, with the store's
-/// directory in `CHRONOPOOL_DURABLE_CHILD`.
+/// The child's body: only when the parent runs it, with its directory in
+/// `CHRONOPOOL_DURABLE_CHILD` (and the database in `CHRONOPOOL_DURABLE_PG`
+/// for PostgreSQL).
 #[test]
 #[ignore = "run by the crash tests as a child process"]
 fn child_schedules_and_runs() {
@@ -71,7 +80,8 @@ fn child_schedules_and_runs() {
         .worker_threads(CHILD_WORKERS)
         .build()
         .unwrap();
-    let jobs = scheduler(&pool, dir);
+    let pg = std::env::var("CHRONOPOOL_DURABLE_PG").ok();
+    let jobs = scheduler(&pool, dir, pg.as_deref());
     jobs.start().unwrap();
     let scheduled = dir.join("scheduled");
     for n in 0..JOBS {
@@ -86,10 +96,12 @@ fn child_schedules_and_runs() {
     std::thread::sleep(PATIENCE);
 }
 
-/// Kills the child `after` its start, then lets a new scheduler finish.
-fn crash_and_recover(after: Duration) {
+/// Kills the child `after` its start, then lets a new scheduler finish,
+/// on the PostgreSQL database `pg` names, else on a SQLite file.
+fn crash_and_recover(after: Duration, pg: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
         .args([
             "child_schedules_and_runs",
             "--exact",
@@ -97,9 +109,11 @@ fn crash_and_recover(after: Duration) {
             "--quiet",
         ])
         .env("CHRONOPOOL_DURABLE_CHILD", dir.path())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stdout(Stdio::null());
+    if let Some(params) = pg {
+        child.env("CHRONOPOOL_DURABLE_PG", params);
+    }
+    let mut child = child.spawn().unwrap();
     std::thread::sleep(after);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -110,7 +124,7 @@ fn crash_and_recover(after: Duration) {
         .worker_threads(2)
         .build()
         .unwrap();
-    let jobs = scheduler(&pool, dir.path());
+    let jobs = scheduler(&pool, dir.path(), pg);
     jobs.start().unwrap();
     let deadline = Instant::now() + PATIENCE;
     loop {
@@ -130,8 +144,9 @@ fn crash_and_recover(after: Duration) {
                 "only runs in flight at the kill run again: {twice:?}"
             );
             eprintln!(
-                "killed after {after:?}: {} scheduled, {ran_before} ran before the kill, \
+                "{} killed after {after:?}: {} scheduled, {ran_before} ran before the kill, \
                  {} in all, {} twice",
+                if pg.is_some() { "PostgreSQL" } else { "SQLite" },
                 scheduled.len(),
                 runs.len(),
                 twice.len()
@@ -149,15 +164,25 @@ fn crash_and_recover(after: Duration) {
 
 #[test]
 fn killed_while_scheduling() {
-    crash_and_recover(Duration::from_millis(150));
+    crash_and_recover(Duration::from_millis(150), None);
 }
 
 #[test]
 fn killed_while_running() {
-    crash_and_recover(Duration::from_millis(2_500));
+    crash_and_recover(Duration::from_millis(2_500), None);
 }
 
 #[test]
 fn killed_while_scheduling_and_running() {
-    crash_and_recover(Duration::from_millis(800));
+    crash_and_recover(Duration::from_millis(800), None);
+}
+
+/// The same three kills on one PostgreSQL server, a database each.
+#[test]
+fn killed_at_three_points_on_postgres() {
+    let server = common::PgServer::start();
+    for (n, after) in [150, 800, 2_500].into_iter().enumerate() {
+        let params = server.database(&format!("crash{n}"));
+        crash_and_recover(Duration::from_millis(after), Some(&params));
+    }
 }

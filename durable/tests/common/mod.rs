@@ -143,6 +143,18 @@ impl PgServer {
         )
     }
 
+    /// A new, empty database `name`; its connection string.
+    pub fn database(&self, name: &str) -> String {
+        let mut client = postgres::Client::connect(&self.params(), postgres::NoTls).unwrap();
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname={name}",
+            self.port
+        )
+    }
+
     /// Restarts the server (its clients' connections break).
     pub fn restart(&self) {
         // `-l` again: a server started without it writes to pg_ctl's
