@@ -52,6 +52,7 @@
 
 #![warn(missing_docs, missing_debug_implementations)]
 
+mod batch;
 mod error;
 mod job;
 mod lease;

@@ -14,8 +14,10 @@
 //! # A fire
 //!
 //! When a placement falls due, a worker *claims* the job in the store (one
-//! statement: `store/mod.rs`), runs its handler with a lease it renews
-//! while the handler runs, and *finishes* it: deletes a one-shot job, gives
+//! statement for every job that fell due meanwhile: `batch.rs`,
+//! `store/mod.rs`), a worker runs its handler with a lease the lease
+//! thread renews while the handler runs, and the run is *finished* (in a
+//! batch too): deletes a one-shot job, gives
 //! a recurring one its next fire time (placing it if that is inside the
 //! window), retries a failure after a back-off, or makes the job dead after
 //! `max_attempts`. A placement whose claim fails (another process has the
@@ -28,6 +30,7 @@ use std::time::{Duration, SystemTime};
 
 use chronopool::{PeriodicHandle, ScheduledExecutor, WeakExecutor};
 
+use crate::batch::Batcher;
 use crate::error::DurableError;
 use crate::job::{Handler, Job, JobContext, JobError};
 use crate::lease::Leases;
@@ -163,7 +166,27 @@ struct Inner {
     leases: Arc<Leases>,
     renewer: Mutex<Option<std::thread::JoinHandle<()>>>,
     counters: Counters,
+    /// Due jobs to claim, and runs to finish, in batches (`batch.rs`).
+    claims: Batcher<Claim>,
+    endings: Batcher<Ending>,
 }
+
+/// A placement that fell due: a job to claim.
+struct Claim {
+    key: String,
+    /// It is a run whose lease expired.
+    expired: bool,
+}
+
+/// A run that ended: how to finish it.
+struct Ending {
+    key: String,
+    name: String,
+    finish: Finish,
+}
+
+/// The most claims or finishes one statement carries.
+const BATCH_LIMIT: usize = 1000;
 
 impl DurableScheduler {
     /// A scheduler on `executor`, its jobs in the SQLite file at `path`
@@ -220,6 +243,8 @@ impl DurableScheduler {
                 leases: Arc::default(),
                 renewer: Mutex::default(),
                 counters: Counters::default(),
+                claims: Batcher::new(BATCH_LIMIT),
+                endings: Batcher::new(BATCH_LIMIT),
             }),
         }
     }
@@ -601,73 +626,112 @@ impl Inner {
         }
     }
 
-    /// A placement fell due: claim, run, finish (module doc).
+    /// A placement fell due: claim it, in a batch with the others due
+    /// meanwhile (`batch.rs`), then run and finish it (module doc).
     fn fire(self: &Arc<Self>, key: &str, fire: i64, expired: bool) {
         self.unplace(key, fire);
+        let claim = Claim {
+            key: key.to_owned(),
+            expired,
+        };
+        self.claims.push(claim, |batch| self.claim_batch(batch));
+    }
+
+    /// Claims a batch of due jobs in one statement, and hands each run to
+    /// a worker. A job not claimed (another process has it, it moved, or
+    /// it was cancelled) does nothing.
+    fn claim_batch(self: &Arc<Self>, batch: Vec<Claim>) {
         let Ok(executor) = self.executor() else {
             return;
         };
         let now = executor.system_time();
-        let lease = millis_of(self.config.lease);
-        let claimed = self.store.claim(
-            key,
-            &self.owner,
-            millis(now),
-            millis(now).saturating_add(lease),
-        );
-        // None: another process has it, or it moved, or it was cancelled.
-        let Some(Some(row)) = self.ok("claim", claimed) else {
+        let lease_until = millis(now).saturating_add(millis_of(self.config.lease));
+        let keys: Vec<String> = batch.iter().map(|c| c.key.clone()).collect();
+        let Some(rows) = self.ok(
+            "claim",
+            self.store
+                .claim(&keys, &self.owner, millis(now), lease_until),
+        ) else {
             return;
         };
-        self.counters.claimed(key, row.attempt, expired);
-        let handler = self
-            .handlers
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&row.name)
-            .cloned();
-        let finish = match handler {
-            None => Finish::Retry {
-                next_fire: millis(now).saturating_add(millis_of(self.config.unhandled_wait)),
-                error: format!("no handler is registered for {:?}", row.name),
-                uncount: 1,
-            },
-            Some(handler) => {
-                self.leases.hold(key);
-                let finish = self.run(&executor, &row, &*handler, now);
-                self.leases.release(key);
-                finish
+        for row in rows {
+            let expired = batch.iter().any(|c| c.expired && c.key == row.key);
+            self.counters.claimed(&row.key, row.attempt, expired);
+            // Renewed from the claim to the stored finish: while the run
+            // waits for a worker, runs, and waits for its finish's batch.
+            self.leases.hold(&row.key);
+            let handler = self
+                .handlers
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&row.name)
+                .cloned();
+            let Some(handler) = handler else {
+                let finish = Finish::Retry {
+                    next_fire: millis(now).saturating_add(millis_of(self.config.unhandled_wait)),
+                    error: format!("no handler is registered for {:?}", row.name),
+                    uncount: 1,
+                };
+                self.end(row.key, row.name, finish);
+                continue;
+            };
+            let (inner, key) = (Arc::clone(self), row.key.clone());
+            let handed = executor.execute(move || {
+                let finish = inner.run(&row, &*handler, now);
+                inner.end(row.key, row.name, finish);
+            });
+            if handed.is_err() {
+                // Shut down: the claim stays, and its lease expires.
+                self.leases.release(&key);
+                self.counters.finished(&key, Outcome::Lost, None);
             }
-        };
-        let (outcome, next, error) = match &finish {
-            Finish::Done { .. } => (Outcome::Succeeded, None, None),
-            Finish::Next { next_fire } => (Outcome::Succeeded, Some(*next_fire), None),
-            Finish::Retry {
-                next_fire, error, ..
-            } => (Outcome::Retried, Some(*next_fire), Some(error.as_str())),
-            Finish::Dead { error, .. } => (Outcome::Dead, None, Some(error.as_str())),
-        };
+        }
+    }
+
+    /// A run ended: store how, in a batch with the others ending meanwhile.
+    fn end(self: &Arc<Self>, key: String, name: String, finish: Finish) {
+        let ending = Ending { key, name, finish };
+        self.endings.push(ending, |batch| self.finish_batch(batch));
+    }
+
+    /// Stores a batch of finishes, counts them, and places the next fire
+    /// of each recurring or retried job that falls inside the window.
+    fn finish_batch(self: &Arc<Self>, batch: Vec<Ending>) {
+        let mut runs = Vec::with_capacity(batch.len());
+        let mut names = Vec::with_capacity(batch.len());
+        for Ending { key, name, finish } in batch {
+            runs.push((key, finish));
+            names.push(name);
+        }
         // A finish the store refused (the job is another's now) or could
         // not take (its lease expires, and the job runs again) is lost.
-        let stored = self.ok("finish", self.store.finish(key, &self.owner, &finish));
-        if stored == Some(true) {
-            self.counters.finished(key, outcome, error);
-            if let Some(next) = next {
-                self.place_if_near(key, &row.name, next, millis(executor.system_time()));
+        let stored = self
+            .ok("finish", self.store.finish(&self.owner, &runs))
+            .unwrap_or_else(|| vec![false; runs.len()]);
+        let now = self.now().map(millis);
+        for (((key, finish), name), stored) in runs.iter().zip(&names).zip(stored) {
+            self.leases.release(key);
+            let (outcome, next, error) = match finish {
+                Finish::Done { .. } => (Outcome::Succeeded, None, None),
+                Finish::Next { next_fire } => (Outcome::Succeeded, Some(*next_fire), None),
+                Finish::Retry {
+                    next_fire, error, ..
+                } => (Outcome::Retried, Some(*next_fire), Some(error.as_str())),
+                Finish::Dead { error, .. } => (Outcome::Dead, None, Some(error.as_str())),
+            };
+            if !stored {
+                self.counters.finished(key, Outcome::Lost, error);
+                continue;
             }
-        } else {
-            self.counters.finished(key, Outcome::Lost, error);
+            self.counters.finished(key, outcome, error);
+            if let (Some(next), Ok(now)) = (next, &now) {
+                self.place_if_near(key, name, next, *now);
+            }
         }
     }
 
     /// Runs `row`'s handler, and says how the run ends.
-    fn run(
-        &self,
-        executor: &ScheduledExecutor,
-        row: &Row,
-        handler: &Handler,
-        now: SystemTime,
-    ) -> Finish {
+    fn run(&self, row: &Row, handler: &Handler, now: SystemTime) -> Finish {
         let recurrence = match Recurrence::decode(&row.recurrence) {
             Ok(recurrence) => recurrence,
             Err(e) => {
@@ -693,7 +757,7 @@ impl Inner {
             catch_unwind(AssertUnwindSafe(|| handler(&context)))
                 .unwrap_or_else(|_| Err(JobError::retry("the handler panicked")))
         };
-        let after = executor.system_time();
+        let after = self.now().unwrap_or(now);
         match outcome {
             Ok(()) => match recurrence.after_run(due, after, row.misfire) {
                 Ok(Some(next)) => Finish::Next {

@@ -5,7 +5,9 @@
 //! parent: while it schedules, or while it runs. A new scheduler on the
 //! same store then runs what is left. Every job whose
 //! `schedule` call had returned runs at least once; a job runs twice only
-//! if the kill caught its run in flight (at most one per worker).
+//! if the kill caught its run in flight: between its claim and the commit
+//! of its finish, which the scheduler sends in batches (so it is among the
+//! child's last runs).
 
 #![cfg(unix)]
 
@@ -23,8 +25,12 @@ use chronopool::ScheduledExecutor;
 use chronopool_durable::{Config, DurableScheduler, Schedule};
 
 const JOBS: usize = 10_000;
-/// The child's workers: the most runs a kill can catch in flight.
 const CHILD_WORKERS: usize = 2;
+/// How recent a run must be, counted back from the child's last, to have
+/// been in flight at the kill: its finish was in the batch being sent or
+/// queued behind it (a batch carries at most 1,000; runs come at about
+/// 3,000 a second here, and a finish takes a millisecond or two).
+const IN_FLIGHT: usize = 1_000;
 const PATIENCE: Duration = Duration::from_secs(60);
 
 fn config() -> Config {
@@ -118,7 +124,8 @@ fn crash_and_recover(after: Duration, pg: Option<&str>) {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let scheduled = lines(&dir.path().join("scheduled"));
-    let ran_before = lines(&dir.path().join("runs")).len();
+    let before = lines(&dir.path().join("runs"));
+    let ran_before = before.len();
 
     let pool = ScheduledExecutor::builder()
         .worker_threads(2)
@@ -139,8 +146,11 @@ fn crash_and_recover(after: Duration, pg: Option<&str>) {
             .count();
         if missing == 0 {
             let twice: Vec<_> = count.iter().filter(|(_, &n)| n > 1).collect();
+            let recent = &before[before.len().saturating_sub(IN_FLIGHT)..];
             assert!(
-                twice.len() <= CHILD_WORKERS && twice.iter().all(|(_, &n)| n == 2),
+                twice
+                    .iter()
+                    .all(|(key, &n)| n == 2 && recent.iter().any(|r| r == *key)),
                 "only runs in flight at the kill run again: {twice:?}"
             );
             eprintln!(

@@ -26,6 +26,8 @@
 //!   A batch of upserts is one transaction: all are stored or none.
 //! * **Renew** extends the leases of an owner's running jobs, in one
 //!   statement for all of them.
+//! * Claims and finishes come in batches (`batch.rs`): each row of a batch
+//!   keeps the rule above, as if it were alone.
 //!
 //! So a job runs at least once after its `schedule` call returned, and
 //! exactly once while no process crashes or stalls past its lease.
@@ -135,22 +137,23 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// before `now` (due now).
     fn due(&self, until: i64, now: i64, limit: usize) -> Result<Vec<Due>, DurableError>;
 
-    /// Claims the job `key` for `owner` until `lease_until`, if it is due
-    /// at `now` (module doc).
+    /// Claims the jobs of `keys` that are due at `now` (module doc) for
+    /// `owner` until `lease_until`; the rows claimed.
     fn claim(
         &self,
-        key: &str,
+        keys: &[String],
         owner: &str,
         now: i64,
         lease_until: i64,
-    ) -> Result<Option<Row>, DurableError>;
+    ) -> Result<Vec<Row>, DurableError>;
 
     /// Extends `owner`'s leases of `keys` to `lease_until`; how many were
     /// still its.
     fn renew(&self, keys: &[String], owner: &str, lease_until: i64) -> Result<usize, DurableError>;
 
-    /// Ends `owner`'s run of `key`; false if it was no longer its.
-    fn finish(&self, key: &str, owner: &str, finish: &Finish) -> Result<bool, DurableError>;
+    /// Ends `owner`'s runs of `runs`' keys, each as its `Finish` says;
+    /// for each, whether it was still `owner`'s (else nothing changed).
+    fn finish(&self, owner: &str, runs: &[(String, Finish)]) -> Result<Vec<bool>, DurableError>;
 
     /// The job `key`.
     fn get(&self, key: &str) -> Result<Option<Row>, DurableError>;

@@ -246,26 +246,26 @@ impl Store for PgStore {
 
     fn claim(
         &self,
-        key: &str,
+        keys: &[String],
         owner: &str,
         now: i64,
         lease_until: i64,
-    ) -> Result<Option<Row>, DurableError> {
+    ) -> Result<Vec<Row>, DurableError> {
         self.with(|c| {
-            let row = c.query_opt(
+            let rows = c.query(
                 &format!(
                     "UPDATE chronopool_jobs
                          SET state = 1, owner = $2, lease_until = $4, attempt = attempt + 1
-                     WHERE key = (
-                         SELECT key FROM chronopool_jobs WHERE key = $1
+                     WHERE key IN (
+                         SELECT key FROM chronopool_jobs WHERE key = ANY($1)
                            AND ((state = 0 AND next_fire <= $3)
                                 OR (state = 1 AND lease_until < $3))
                          FOR UPDATE SKIP LOCKED)
                      RETURNING {COLUMNS}"
                 ),
-                &[&key, &owner, &now, &lease_until],
+                &[&keys, &owner, &now, &lease_until],
             )?;
-            Ok(row.as_ref().map(row_of))
+            Ok(rows.iter().map(row_of).collect())
         })
     }
 
@@ -280,50 +280,101 @@ impl Store for PgStore {
         })
     }
 
-    fn finish(&self, key: &str, owner: &str, finish: &Finish) -> Result<bool, DurableError> {
-        const MINE: &str = "WHERE key = $1 AND owner = $2 AND state = 1";
-        self.with(|c| {
-            let changed = match finish {
-                Finish::Done { keep: false, .. } => c.execute(
-                    &format!("DELETE FROM chronopool_jobs {MINE}"),
-                    &[&key, &owner],
-                )?,
-                Finish::Done { at, keep: true } => c.execute(
-                    &format!(
-                        "UPDATE chronopool_jobs SET state = 3, owner = NULL,
-                             lease_until = NULL, last_error = NULL, finished_at = $3 {MINE}"
-                    ),
-                    &[&key, &owner, at],
-                )?,
-                Finish::Next { next_fire } => c.execute(
-                    &format!(
-                        "UPDATE chronopool_jobs SET state = 0, next_fire = $3, attempt = 0,
-                             owner = NULL, lease_until = NULL, last_error = NULL {MINE}"
-                    ),
-                    &[&key, &owner, next_fire],
-                )?,
-                Finish::Retry {
-                    next_fire,
-                    error,
-                    uncount,
-                } => c.execute(
-                    &format!(
-                        "UPDATE chronopool_jobs SET state = 0, next_fire = $3,
-                             attempt = greatest(attempt - $5, 0), owner = NULL,
-                             lease_until = NULL, last_error = $4 {MINE}"
-                    ),
-                    &[&key, &owner, next_fire, error, &i64::from(*uncount)],
-                )?,
-                Finish::Dead { error, at } => c.execute(
-                    &format!(
-                        "UPDATE chronopool_jobs SET state = 2, owner = NULL,
-                             lease_until = NULL, last_error = $3, finished_at = $4 {MINE}"
-                    ),
-                    &[&key, &owner, error, at],
-                )?,
-            };
-            Ok(changed == 1)
-        })
+    fn finish(&self, owner: &str, runs: &[(String, Finish)]) -> Result<Vec<bool>, DurableError> {
+        // Two statements at most: a DELETE for the one-shot jobs that
+        // succeeded, and one UPDATE from arrays (unnest) for the others,
+        // each row with the values its `Finish` gives. A key twice in one
+        // UPDATE would be updated once, so a batch is sent in rounds in
+        // which each key is once.
+        let mut stored = vec![false; runs.len()];
+        let mut rounds: Vec<Vec<usize>> = Vec::new();
+        let mut round_of: std::collections::HashMap<&str, usize> = Default::default();
+        for (i, (key, _)) in runs.iter().enumerate() {
+            let round = round_of.entry(key).and_modify(|r| *r += 1).or_insert(0);
+            if rounds.len() <= *round {
+                rounds.push(Vec::new());
+            }
+            rounds[*round].push(i);
+        }
+        for round in rounds {
+            let (deletes, updates): (Vec<usize>, Vec<usize>) = round
+                .into_iter()
+                .partition(|&i| matches!(runs[i].1, Finish::Done { keep: false, .. }));
+            let keys_of =
+                |of: &[usize]| -> Vec<String> { of.iter().map(|&i| runs[i].0.clone()).collect() };
+            let mut done: std::collections::HashSet<String> = Default::default();
+            if !deletes.is_empty() {
+                let keys = keys_of(&deletes);
+                let rows = self.with(|c| {
+                    c.query(
+                        "DELETE FROM chronopool_jobs
+                         WHERE key = ANY($1) AND owner = $2 AND state = 1 RETURNING key",
+                        &[&keys, &owner],
+                    )
+                })?;
+                done.extend(rows.iter().map(|r| r.get::<_, String>(0)));
+            }
+            if !updates.is_empty() {
+                let keys = keys_of(&updates);
+                let mut states = Vec::new();
+                let mut fires: Vec<Option<i64>> = Vec::new();
+                let mut resets = Vec::new();
+                let mut uncounts = Vec::new();
+                let mut errors: Vec<Option<&str>> = Vec::new();
+                let mut finished: Vec<Option<i64>> = Vec::new();
+                for &i in &updates {
+                    let (state, fire, reset, uncount, error, at) = match &runs[i].1 {
+                        Finish::Done { at, .. } => (3, None, false, 0, None, Some(*at)),
+                        Finish::Next { next_fire } => (0, Some(*next_fire), true, 0, None, None),
+                        Finish::Retry {
+                            next_fire,
+                            error,
+                            uncount,
+                        } => (
+                            0,
+                            Some(*next_fire),
+                            false,
+                            i64::from(*uncount),
+                            Some(error.as_str()),
+                            None,
+                        ),
+                        Finish::Dead { error, at } => {
+                            (2, None, false, 0, Some(error.as_str()), Some(*at))
+                        }
+                    };
+                    states.push(state as i64);
+                    fires.push(fire);
+                    resets.push(reset);
+                    uncounts.push(uncount);
+                    errors.push(error);
+                    finished.push(at);
+                }
+                let rows = self.with(|c| {
+                    c.query(
+                        "UPDATE chronopool_jobs AS j SET
+                             state = u.state,
+                             next_fire = coalesce(u.next_fire, j.next_fire),
+                             attempt = CASE WHEN u.reset THEN 0
+                                            ELSE greatest(j.attempt - u.uncount, 0) END,
+                             owner = NULL, lease_until = NULL,
+                             last_error = u.error, finished_at = u.finished_at
+                         FROM unnest($1::TEXT[], $2::BIGINT[], $3::BIGINT[], $4::BOOL[],
+                                     $5::BIGINT[], $6::TEXT[], $7::BIGINT[])
+                              AS u(key, state, next_fire, reset, uncount, error, finished_at)
+                         WHERE j.key = u.key AND j.owner = $8 AND j.state = 1
+                         RETURNING j.key",
+                        &[
+                            &keys, &states, &fires, &resets, &uncounts, &errors, &finished, &owner,
+                        ],
+                    )
+                })?;
+                done.extend(rows.iter().map(|r| r.get::<_, String>(0)));
+            }
+            for i in deletes.into_iter().chain(updates) {
+                stored[i] = done.contains(&runs[i].0);
+            }
+        }
+        Ok(stored)
     }
 
     fn get(&self, key: &str) -> Result<Option<Row>, DurableError> {

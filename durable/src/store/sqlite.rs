@@ -118,6 +118,46 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
     })
 }
 
+/// One run's finish (`Store::finish`), in the caller's transaction.
+fn finish_one(c: &Connection, key: &str, owner: &str, finish: &Finish) -> rusqlite::Result<bool> {
+    const MINE: &str = "WHERE key = ?1 AND owner = ?2 AND state = 1";
+    let changed = match finish {
+        Finish::Done { keep: false, .. } => c
+            .prepare_cached(&format!("DELETE FROM chronopool_jobs {MINE}"))?
+            .execute(params![key, owner])?,
+        Finish::Done { at, keep: true } => c
+            .prepare_cached(&format!(
+                "UPDATE chronopool_jobs SET state = 3, owner = NULL,
+                             lease_until = NULL, last_error = NULL, finished_at = ?3 {MINE}"
+            ))?
+            .execute(params![key, owner, at])?,
+        Finish::Next { next_fire } => c
+            .prepare_cached(&format!(
+                "UPDATE chronopool_jobs SET state = 0, next_fire = ?3, attempt = 0,
+                             owner = NULL, lease_until = NULL, last_error = NULL {MINE}"
+            ))?
+            .execute(params![key, owner, next_fire])?,
+        Finish::Retry {
+            next_fire,
+            error,
+            uncount,
+        } => c
+            .prepare_cached(&format!(
+                "UPDATE chronopool_jobs SET state = 0, next_fire = ?3,
+                             attempt = max(attempt - ?5, 0), owner = NULL,
+                             lease_until = NULL, last_error = ?4 {MINE}"
+            ))?
+            .execute(params![key, owner, next_fire, error, uncount])?,
+        Finish::Dead { error, at } => c
+            .prepare_cached(&format!(
+                "UPDATE chronopool_jobs SET state = 2, owner = NULL,
+                             lease_until = NULL, last_error = ?3, finished_at = ?4 {MINE}"
+            ))?
+            .execute(params![key, owner, error, at])?,
+    };
+    Ok(changed == 1)
+}
+
 impl Store for SqliteStore {
     fn upsert(&self, rows: &[Row]) -> Result<(), DurableError> {
         self.with(|c| {
@@ -173,21 +213,33 @@ impl Store for SqliteStore {
 
     fn claim(
         &self,
-        key: &str,
+        keys: &[String],
         owner: &str,
         now: i64,
         lease_until: i64,
-    ) -> Result<Option<Row>, DurableError> {
+    ) -> Result<Vec<Row>, DurableError> {
         self.with(|c| {
-            c.prepare_cached(&format!(
-                "UPDATE chronopool_jobs
-                     SET state = 1, owner = ?2, lease_until = ?4, attempt = attempt + 1
-                 WHERE key = ?1
-                   AND ((state = 0 AND next_fire <= ?3) OR (state = 1 AND lease_until < ?3))
-                 RETURNING {COLUMNS}"
-            ))?
-            .query_row(params![key, owner, now, lease_until], row_of)
-            .optional()
+            let tx = c.unchecked_transaction()?;
+            let mut claimed = Vec::with_capacity(keys.len());
+            {
+                let mut statement = tx.prepare_cached(&format!(
+                    "UPDATE chronopool_jobs
+                         SET state = 1, owner = ?2, lease_until = ?4, attempt = attempt + 1
+                     WHERE key = ?1
+                       AND ((state = 0 AND next_fire <= ?3) OR (state = 1 AND lease_until < ?3))
+                     RETURNING {COLUMNS}"
+                ))?;
+                for key in keys {
+                    if let Some(row) = statement
+                        .query_row(params![key, owner, now, lease_until], row_of)
+                        .optional()?
+                    {
+                        claimed.push(row);
+                    }
+                }
+            }
+            tx.commit()?;
+            Ok(claimed)
         })
     }
 
@@ -209,44 +261,15 @@ impl Store for SqliteStore {
         })
     }
 
-    fn finish(&self, key: &str, owner: &str, finish: &Finish) -> Result<bool, DurableError> {
-        const MINE: &str = "WHERE key = ?1 AND owner = ?2 AND state = 1";
+    fn finish(&self, owner: &str, runs: &[(String, Finish)]) -> Result<Vec<bool>, DurableError> {
         self.with(|c| {
-            let changed = match finish {
-                Finish::Done { keep: false, .. } => c
-                    .prepare_cached(&format!("DELETE FROM chronopool_jobs {MINE}"))?
-                    .execute(params![key, owner])?,
-                Finish::Done { at, keep: true } => c
-                    .prepare_cached(&format!(
-                        "UPDATE chronopool_jobs SET state = 3, owner = NULL,
-                             lease_until = NULL, last_error = NULL, finished_at = ?3 {MINE}"
-                    ))?
-                    .execute(params![key, owner, at])?,
-                Finish::Next { next_fire } => c
-                    .prepare_cached(&format!(
-                        "UPDATE chronopool_jobs SET state = 0, next_fire = ?3, attempt = 0,
-                             owner = NULL, lease_until = NULL, last_error = NULL {MINE}"
-                    ))?
-                    .execute(params![key, owner, next_fire])?,
-                Finish::Retry {
-                    next_fire,
-                    error,
-                    uncount,
-                } => c
-                    .prepare_cached(&format!(
-                        "UPDATE chronopool_jobs SET state = 0, next_fire = ?3,
-                             attempt = max(attempt - ?5, 0), owner = NULL,
-                             lease_until = NULL, last_error = ?4 {MINE}"
-                    ))?
-                    .execute(params![key, owner, next_fire, error, uncount])?,
-                Finish::Dead { error, at } => c
-                    .prepare_cached(&format!(
-                        "UPDATE chronopool_jobs SET state = 2, owner = NULL,
-                             lease_until = NULL, last_error = ?3, finished_at = ?4 {MINE}"
-                    ))?
-                    .execute(params![key, owner, error, at])?,
-            };
-            Ok(changed == 1)
+            let tx = c.unchecked_transaction()?;
+            let stored = runs
+                .iter()
+                .map(|(key, finish)| finish_one(&tx, key, owner, finish))
+                .collect::<rusqlite::Result<Vec<bool>>>()?;
+            tx.commit()?;
+            Ok(stored)
         })
     }
 
@@ -320,6 +343,27 @@ mod tests {
         }
     }
 
+    /// One claim, as the scheduler's batches do it for a batch of one.
+    fn claim1(
+        store: &SqliteStore,
+        key: &str,
+        owner: &str,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<Option<Row>, DurableError> {
+        let mut rows = store.claim(&[key.to_owned()], owner, now, lease_until)?;
+        Ok(rows.pop())
+    }
+
+    fn finish1(
+        store: &SqliteStore,
+        key: &str,
+        owner: &str,
+        finish: &Finish,
+    ) -> Result<bool, DurableError> {
+        Ok(store.finish(owner, &[(key.to_owned(), finish.clone())])?[0])
+    }
+
     const DONE: Finish = Finish::Done { at: 0, keep: false };
 
     fn row(key: &str, next_fire: i64) -> Row {
@@ -341,20 +385,23 @@ mod tests {
         let (_dir, store) = store();
         store.upsert(&[row("a", 100)]).unwrap();
         assert!(
-            store.claim("a", "p1", 99, 1000).unwrap().is_none(),
+            claim1(&store, "a", "p1", 99, 1000).unwrap().is_none(),
             "not due yet"
         );
-        let claimed = store.claim("a", "p1", 100, 1000).unwrap().unwrap();
+        let claimed = claim1(&store, "a", "p1", 100, 1000).unwrap().unwrap();
         assert_eq!((claimed.attempt, claimed.state), (1, JobState::Running));
         assert!(
-            store.claim("a", "p2", 500, 1500).unwrap().is_none(),
+            claim1(&store, "a", "p2", 500, 1500).unwrap().is_none(),
             "leased"
         );
         // The lease expires: another process takes it over.
-        let taken = store.claim("a", "p2", 1001, 2000).unwrap().unwrap();
+        let taken = claim1(&store, "a", "p2", 1001, 2000).unwrap().unwrap();
         assert_eq!(taken.attempt, 2);
-        assert!(!store.finish("a", "p1", &DONE).unwrap(), "no longer p1's");
-        assert!(store.finish("a", "p2", &DONE).unwrap());
+        assert!(
+            !finish1(&store, "a", "p1", &DONE).unwrap(),
+            "no longer p1's"
+        );
+        assert!(finish1(&store, "a", "p2", &DONE).unwrap());
         assert!(store.get("a").unwrap().is_none());
     }
 
@@ -362,7 +409,7 @@ mod tests {
     fn scheduling_a_key_again_replaces_its_job() {
         let (_dir, store) = store();
         store.upsert(&[row("a", 100)]).unwrap();
-        store.claim("a", "p1", 100, 1000).unwrap().unwrap();
+        claim1(&store, "a", "p1", 100, 1000).unwrap().unwrap();
         store.upsert(&[row("a", 300)]).unwrap();
         let again = store.get("a").unwrap().unwrap();
         assert_eq!(
@@ -370,7 +417,7 @@ mod tests {
             (300, JobState::Scheduled, 0)
         );
         assert!(
-            !store.finish("a", "p1", &DONE).unwrap(),
+            !finish1(&store, "a", "p1", &DONE).unwrap(),
             "the old run finishes nothing"
         );
         assert_eq!(store.due(1000, 0, 10).unwrap(), [due("a", 300)]);
@@ -380,29 +427,29 @@ mod tests {
     fn retries_dead_jobs_and_revival() {
         let (_dir, store) = store();
         store.upsert(&[row("a", 0)]).unwrap();
-        store.claim("a", "p", 0, 10).unwrap().unwrap();
+        claim1(&store, "a", "p", 0, 10).unwrap().unwrap();
         let retry = Finish::Retry {
             next_fire: 50,
             error: "boom".into(),
             uncount: 0,
         };
-        assert!(store.finish("a", "p", &retry).unwrap());
+        assert!(finish1(&store, "a", "p", &retry).unwrap());
         let waiting = store.get("a").unwrap().unwrap();
         assert_eq!(
             (waiting.attempt, waiting.last_error.as_deref()),
             (1, Some("boom"))
         );
-        store.claim("a", "p", 50, 60).unwrap().unwrap();
-        assert!(store
-            .finish(
-                "a",
-                "p",
-                &Finish::Dead {
-                    error: "boom again".into(),
-                    at: 60,
-                }
-            )
-            .unwrap());
+        claim1(&store, "a", "p", 50, 60).unwrap().unwrap();
+        assert!(finish1(
+            &store,
+            "a",
+            "p",
+            &Finish::Dead {
+                error: "boom again".into(),
+                at: 60,
+            }
+        )
+        .unwrap());
         assert_eq!(store.list(JobState::Dead).unwrap().len(), 1);
         assert!(
             store.due(i64::MAX, 100, 10).unwrap().is_empty(),
@@ -427,9 +474,9 @@ mod tests {
         drop(c);
         let store = SqliteStore::open(&path).unwrap();
         assert_eq!(store.get("old").unwrap().unwrap().next_fire, 5);
-        store.claim("old", "p", 5, 10).unwrap().unwrap();
+        claim1(&store, "old", "p", 5, 10).unwrap().unwrap();
         let done = Finish::Done { at: 6, keep: true };
-        assert!(store.finish("old", "p", &done).unwrap());
+        assert!(finish1(&store, "old", "p", &done).unwrap());
         assert_eq!(store.list(JobState::Done).unwrap().len(), 1);
         assert_eq!(store.clean(7, 0).unwrap(), 1, "finished_at, from version 2");
         let version: i64 = store
