@@ -654,9 +654,14 @@ impl Inner {
         ) else {
             return;
         };
+        let expired: std::collections::HashSet<&str> = batch
+            .iter()
+            .filter(|c| c.expired)
+            .map(|c| c.key.as_str())
+            .collect();
         for row in rows {
-            let expired = batch.iter().any(|c| c.expired && c.key == row.key);
-            self.counters.claimed(&row.key, row.attempt, expired);
+            let taken_over = expired.contains(row.key.as_str());
+            self.counters.claimed(&row.key, row.attempt, taken_over);
             // Renewed from the claim to the stored finish: while the run
             // waits for a worker, runs, and waits for its finish's batch.
             self.leases.hold(&row.key);

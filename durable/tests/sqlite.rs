@@ -311,4 +311,6 @@ fn a_stalled_runs_lease_expires_and_another_scheduler_runs_the_job() {
         b.job("j").unwrap().is_none(),
         "A's late finish stored nothing"
     );
+    let m = b.metrics();
+    assert_eq!((m.claimed, m.lease_expired, m.succeeded), (1, 1, 1));
 }
