@@ -1,0 +1,148 @@
+//! The results: every repetition's figure per system and metric, their
+//! medians as JSON lines on stdout, and a table with chronopool-durable's
+//! ratio to the best peer on stderr.
+
+use std::collections::BTreeMap;
+
+/// A metric, in the order of the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Metric {
+    InsertJobsPerS,
+    LateP50Ms,
+    LateP99Ms,
+    RssMb,
+    RecoveryMs,
+}
+
+impl Metric {
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::InsertJobsPerS => "insert_jobs_per_s",
+            Metric::LateP50Ms => "late_p50_ms",
+            Metric::LateP99Ms => "late_p99_ms",
+            Metric::RssMb => "rss_mb_for_1m_year_jobs",
+            Metric::RecoveryMs => "recovery_ms",
+        }
+    }
+
+    fn higher_is_better(self) -> bool {
+        self == Metric::InsertJobsPerS
+    }
+}
+
+/// Every figure, by system (in the order given) and metric.
+pub struct Report {
+    systems: Vec<&'static str>,
+    figures: BTreeMap<(usize, Metric), Vec<f64>>,
+}
+
+/// The median (the mean of the middle two for an even count).
+pub fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn rounded(value: f64) -> f64 {
+    (value * 1000.0).round() / 1000.0
+}
+
+impl Report {
+    pub fn new(systems: Vec<&'static str>) -> Self {
+        Report {
+            systems,
+            figures: BTreeMap::new(),
+        }
+    }
+
+    /// One repetition's `value` of `metric` for `system`.
+    pub fn add(&mut self, system: &str, metric: Metric, value: f64) {
+        let index = self
+            .systems
+            .iter()
+            .position(|s| *s == system)
+            .expect("a known system");
+        self.figures.entry((index, metric)).or_default().push(value);
+    }
+
+    fn median_of(&self, system: usize, metric: Metric) -> Option<f64> {
+        self.figures.get(&(system, metric)).map(|v| median(v))
+    }
+
+    /// The medians, one JSON line per system and metric, on stdout.
+    pub fn print_json(&self) {
+        for (&(system, metric), values) in &self.figures {
+            println!(
+                "{{\"system\":\"{}\",\"workload\":\"durable\",\"metric\":\"{}\",\"value\":{}}}",
+                self.systems[system],
+                metric.name(),
+                rounded(median(values))
+            );
+        }
+    }
+
+    /// The table of medians and ratios, on stderr.
+    pub fn print_table(&self) {
+        let metrics: Vec<Metric> = {
+            let mut m: Vec<Metric> = self.figures.keys().map(|&(_, m)| m).collect();
+            m.sort();
+            m.dedup();
+            m
+        };
+        let ours: Vec<usize> = (0..self.systems.len())
+            .filter(|&i| self.systems[i].starts_with("chronopool"))
+            .collect();
+        let peers: Vec<usize> = (0..self.systems.len())
+            .filter(|&i| !self.systems[i].starts_with("chronopool"))
+            .collect();
+        let mut header = format!("{:<24}", "metric (median)");
+        for s in &self.systems {
+            header.push_str(&format!(" {s:>28}"));
+        }
+        for &o in &ours {
+            header.push_str(&format!(
+                " {:>22}",
+                format!(
+                    "{}/best",
+                    self.systems[o].trim_start_matches("chronopool-durable-")
+                )
+            ));
+        }
+        eprintln!("{header}");
+        for metric in metrics {
+            let mut line = format!("{:<24}", metric.name());
+            for i in 0..self.systems.len() {
+                match self.median_of(i, metric) {
+                    Some(v) => line.push_str(&format!(" {v:>28.1}")),
+                    None => line.push_str(&format!(" {:>28}", "-")),
+                }
+            }
+            let best_peer = peers
+                .iter()
+                .filter_map(|&p| self.median_of(p, metric))
+                .reduce(|a, b| {
+                    if metric.higher_is_better() == (a >= b) {
+                        a
+                    } else {
+                        b
+                    }
+                });
+            for &o in &ours {
+                match (self.median_of(o, metric), best_peer) {
+                    (Some(v), Some(p)) if p != 0.0 => line.push_str(&format!(" {:>21.2}x", v / p)),
+                    _ => line.push_str(&format!(" {:>22}", "-")),
+                }
+            }
+            line.push_str(if metric.higher_is_better() {
+                "  (higher is better)"
+            } else {
+                "  (lower is better)"
+            });
+            eprintln!("{line}");
+        }
+    }
+}

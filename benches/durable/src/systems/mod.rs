@@ -1,0 +1,161 @@
+//! The systems measured, each behind [`System`]: chronopool-durable
+//! (`chronopool.rs`) and apalis with its SQL storage (`apalis.rs`), each on
+//! SQLite and on PostgreSQL.
+
+pub mod apalis;
+pub mod chronopool;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::slots::Slots;
+
+/// Where a system keeps its jobs: always a fresh, empty store.
+#[derive(Clone, Debug)]
+pub enum Store {
+    /// A SQLite file that does not exist yet.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database just created: its libpq connection string
+    /// and its URL (the same database).
+    Postgres { params: String, url: String },
+}
+
+impl Store {
+    /// The store as two environment variables, for a child process.
+    pub fn to_env(&self) -> [(&'static str, String); 2] {
+        match self {
+            Store::Sqlite(path) => [
+                ("DURABLE_BENCH_SQLITE", path.display().to_string()),
+                ("DURABLE_BENCH_PG_URL", String::new()),
+            ],
+            Store::Postgres { params, url } => [
+                ("DURABLE_BENCH_SQLITE", params.clone()),
+                ("DURABLE_BENCH_PG_URL", url.clone()),
+            ],
+        }
+    }
+
+    /// The store [`to_env`](Self::to_env) described.
+    pub fn from_env() -> Store {
+        let first = std::env::var("DURABLE_BENCH_SQLITE").expect("DURABLE_BENCH_SQLITE");
+        match std::env::var("DURABLE_BENCH_PG_URL") {
+            Ok(url) if !url.is_empty() => Store::Postgres { params: first, url },
+            _ => Store::Sqlite(PathBuf::from(first)),
+        }
+    }
+}
+
+/// One job of a plan: its index (the slot its handler records into) and
+/// when it is due.
+#[derive(Clone, Copy, Debug)]
+pub struct Job {
+    pub index: usize,
+    pub due: SystemTime,
+}
+
+impl Job {
+    /// `due` in milliseconds since the epoch.
+    pub fn due_ms(&self) -> i64 {
+        crate::slots::millis(self.due)
+    }
+}
+
+/// The batches of a plan: `delays_ms.len()` jobs in batches of `batch`,
+/// each batch's jobs due `delay` after the moment that batch is handed to
+/// the system (so a slow insert does not make the later jobs late before
+/// they are stored).
+pub fn batches(delays_ms: &[u64], batch: usize) -> impl Iterator<Item = Vec<Job>> + '_ {
+    delays_ms.chunks(batch).enumerate().map(move |(b, chunk)| {
+        let base = SystemTime::now();
+        chunk
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| Job {
+                index: b * batch + i,
+                due: base + Duration::from_millis(d),
+            })
+            .collect()
+    })
+}
+
+/// What the `durable` workload measured of one repetition.
+pub struct DurableRun {
+    /// Wall time of scheduling all the jobs.
+    pub insert: Duration,
+    /// The handlers' records.
+    pub slots: Arc<Slots>,
+    /// The jobs scheduled.
+    pub jobs: usize,
+}
+
+/// What a recovery measured.
+pub struct Recovery {
+    /// From the new scheduler's opening to the last remaining job's run.
+    pub elapsed: Duration,
+    /// Jobs left in the store at the kill (not run, or not finished).
+    pub remaining: usize,
+    /// Of those, the ones claimed (running, under a lease) at the kill.
+    pub in_flight: usize,
+    /// Whether all the remaining ones ran before the deadline.
+    pub complete: bool,
+    /// The new scheduler's runs (their lateness past their due time).
+    pub slots: Arc<Slots>,
+}
+
+/// A system under measurement.
+pub trait System: Sync {
+    /// Its name in the results.
+    fn name(&self) -> &'static str;
+
+    /// Its exact settings, for stderr and the README.
+    fn settings(&self) -> String;
+
+    /// Whether it runs on PostgreSQL.
+    fn postgres(&self) -> bool;
+
+    /// The `durable` workload (in this process): opens `store`, starts
+    /// its worker, schedules the jobs due `delays_ms` from their batch's
+    /// start, waits (at most `patience` after the last batch) until all
+    /// ran with the no-op handler.
+    fn durable(
+        &self,
+        store: &Store,
+        delays_ms: &[u64],
+        batch: usize,
+        patience: Duration,
+    ) -> DurableRun;
+
+    /// In a fresh child process: opens `store` with its worker running,
+    /// schedules the jobs, and returns the trimmed RSS in MB (measured
+    /// while the system is open).
+    fn rss(&self, store: &Store, delays_ms: &[u64], batch: usize) -> f64;
+
+    /// Whether [`recovery_child`](Self::recovery_child) and
+    /// [`recovery`](Self::recovery) are implemented.
+    fn recovers(&self) -> bool {
+        false
+    }
+
+    /// In a child process to be killed: opens `store`, starts, schedules
+    /// the jobs, prints `READY` on stdout, and waits to be killed.
+    fn recovery_child(&self, _store: &Store, _delays_ms: &[u64], _batch: usize) -> ! {
+        unimplemented!("{} has no recovery workload", self.name())
+    }
+
+    /// After the child's kill: a fresh scheduler on `store` runs what is
+    /// left of the `jobs` jobs.
+    fn recovery(&self, _store: &Store, _jobs: usize, _patience: Duration) -> Recovery {
+        unimplemented!("{} has no recovery workload", self.name())
+    }
+}
+
+/// Every system, in the order of the results.
+pub fn all() -> Vec<Box<dyn System>> {
+    vec![
+        Box::new(chronopool::ChronopoolDurable { postgres: false }),
+        Box::new(chronopool::ChronopoolDurable { postgres: true }),
+        Box::new(apalis::Apalis { postgres: false }),
+        Box::new(apalis::Apalis { postgres: true }),
+    ]
+}
