@@ -601,7 +601,8 @@ impl Inner {
         };
         let until = now.saturating_add(millis_of(self.config.window));
         // A store that fails now is asked again at the next turn.
-        let Some(due) = self.ok("due", self.store.due(until, now, self.config.batch)) else {
+        let due = self.store.due(until, &self.owner, self.config.batch);
+        let Some(due) = self.ok("due", due) else {
             return;
         };
         let unhandled_wait = millis_of(self.config.unhandled_wait);

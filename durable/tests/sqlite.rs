@@ -251,7 +251,8 @@ fn a_job_without_a_handler_waits_and_says_why() {
 
 /// Real time: scheduler A claims a job and its handler hangs; A is dropped
 /// (its lease thread stops, as a crashed process's would), so the lease
-/// (300 ms) expires; scheduler B on the same file takes the job over. A's
+/// (300 ms) expires; scheduler B on the same file, which polls once, takes
+/// the job over when the lease ends. A's
 /// late finish stores nothing. (`tests/features.rs`: a hung handler of a
 /// live scheduler keeps its lease.)
 #[test]
@@ -287,7 +288,11 @@ fn a_stalled_runs_lease_expires_and_another_scheduler_runs_the_job() {
         .worker_threads(2)
         .build()
         .unwrap();
-    let b = DurableScheduler::sqlite(&pool_b, &path, config).unwrap();
+    // B polls once, at its start, while A's lease still runs: B places the
+    // job at the lease's end and takes it over then, not at a next poll.
+    let mut config_b = config;
+    config_b.poll_interval = 24 * HOUR;
+    let b = DurableScheduler::sqlite(&pool_b, &path, config_b).unwrap();
     let (done_tx, done) = mpsc::channel();
     let done_tx = Mutex::new(done_tx);
     b.register("work", move |job| {

@@ -99,9 +99,9 @@ pub(crate) struct Due {
     pub(crate) key: String,
     /// Its handler's name.
     pub(crate) name: String,
-    /// When it fires (now, for an expired lease).
+    /// When it fires (for a running job: when its lease ends).
     pub(crate) fire: i64,
-    /// It is a run whose lease expired (its process crashed or stalled).
+    /// It is another owner's run, to take over if its lease expires.
     pub(crate) expired: bool,
 }
 
@@ -131,11 +131,12 @@ pub(crate) trait Store: Send + Sync + 'static {
     /// transaction (of two rows with one key, the later is stored).
     fn upsert(&self, rows: &[Row]) -> Result<(), DurableError>;
 
-    /// Up to `limit` jobs to place in memory, with their handler's name and
-    /// the time each fires:
-    /// scheduled ones due by `until`, and running ones whose lease expired
-    /// before `now` (due now).
-    fn due(&self, until: i64, now: i64, limit: usize) -> Result<Vec<Due>, DurableError>;
+    /// Up to `limit` jobs to place in memory, earliest first, with their
+    /// handler's name and the time each fires: scheduled ones due by
+    /// `until`, and running ones of other owners whose lease ends by
+    /// `until` (due when it ends: if it was not renewed by then, its owner
+    /// crashed or stalled, and the job is taken over).
+    fn due(&self, until: i64, owner: &str, limit: usize) -> Result<Vec<Due>, DurableError>;
 
     /// Claims the jobs of `keys` that are due at `now` (module doc) for
     /// `owner` until `lease_until`; the rows claimed.

@@ -3,10 +3,14 @@
 //!
 //! Every operation of the protocol (`store/mod.rs`) is one statement, so
 //! each is atomic on its own. A claim is an `UPDATE … RETURNING` of the
-//! row a `SELECT … FOR UPDATE SKIP LOCKED` found due: of two processes
-//! that claim one row at once, one locks it and the other skips it at
-//! once instead of waiting for the first's commit. A batch of schedules
-//! is one `INSERT … SELECT FROM unnest(arrays)`: one round trip. The times are the processes' own clocks (in milliseconds
+//! rows a `SELECT … FOR UPDATE SKIP LOCKED` found due: of two processes
+//! that claim one row at once, one locks it and the other skips it at once
+//! instead of waiting for the first's commit. The batch's keys are joined
+//! to the table and the due test is a `CASE` no index serves, so each key
+//! is a primary-key lookup: a range scan of the due index would walk the
+//! entries every claimed row left behind until a vacuum. A batch of
+//! schedules is one `INSERT … SELECT FROM unnest(arrays)`: one round trip.
+//! The times are the processes' own clocks (in milliseconds
 //! since the epoch): keep them synchronised, as Quartz and db-scheduler ask.
 //!
 //! **A connection that goes away** (the server restarted, the network
@@ -220,17 +224,18 @@ impl Store for PgStore {
         })
     }
 
-    fn due(&self, until: i64, now: i64, limit: usize) -> Result<Vec<Due>, DurableError> {
+    fn due(&self, until: i64, owner: &str, limit: usize) -> Result<Vec<Due>, DurableError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.with(|c| {
             let rows = c.query(
-                "(SELECT key, name, next_fire, false FROM chronopool_jobs
+                "(SELECT key, name, next_fire AS fire, false FROM chronopool_jobs
                      WHERE state = 0 AND next_fire <= $1)
                  UNION ALL
-                 (SELECT key, name, $2::BIGINT, true FROM chronopool_jobs
-                     WHERE state = 1 AND lease_until < $2)
+                 (SELECT key, name, lease_until + 1, true FROM chronopool_jobs
+                     WHERE state = 1 AND lease_until < $1 AND owner <> $2)
+                 ORDER BY fire
                  LIMIT $3",
-                &[&until, &now, &limit],
+                &[&until, &owner, &limit],
             )?;
             Ok(rows
                 .iter()
@@ -257,10 +262,12 @@ impl Store for PgStore {
                     "UPDATE chronopool_jobs
                          SET state = 1, owner = $2, lease_until = $4, attempt = attempt + 1
                      WHERE key IN (
-                         SELECT key FROM chronopool_jobs WHERE key = ANY($1)
-                           AND ((state = 0 AND next_fire <= $3)
-                                OR (state = 1 AND lease_until < $3))
-                         FOR UPDATE SKIP LOCKED)
+                         SELECT j.key FROM unnest($1::TEXT[]) AS k(key)
+                             JOIN chronopool_jobs AS j ON j.key = k.key
+                         WHERE CASE j.state WHEN 0 THEN j.next_fire <= $3
+                                            WHEN 1 THEN j.lease_until < $3
+                                            ELSE false END
+                         FOR UPDATE OF j SKIP LOCKED)
                      RETURNING {COLUMNS}"
                 ),
                 &[&keys, &owner, &now, &lease_until],
@@ -272,8 +279,9 @@ impl Store for PgStore {
     fn renew(&self, keys: &[String], owner: &str, lease_until: i64) -> Result<usize, DurableError> {
         self.with(|c| {
             c.execute(
-                "UPDATE chronopool_jobs SET lease_until = $3
-                 WHERE key = ANY($1) AND owner = $2 AND state = 1",
+                "UPDATE chronopool_jobs AS j SET lease_until = $3
+                 FROM unnest($1::TEXT[]) AS k(key)
+                 WHERE j.key = k.key AND j.owner = $2 AND j.state = 1",
                 &[&keys, &owner, &lease_until],
             )
             .map(|n| n as usize)
@@ -307,8 +315,9 @@ impl Store for PgStore {
                 let keys = keys_of(&deletes);
                 let rows = self.with(|c| {
                     c.query(
-                        "DELETE FROM chronopool_jobs
-                         WHERE key = ANY($1) AND owner = $2 AND state = 1 RETURNING key",
+                        "DELETE FROM chronopool_jobs AS j USING unnest($1::TEXT[]) AS k(key)
+                         WHERE j.key = k.key AND j.owner = $2 AND j.state = 1
+                         RETURNING j.key",
                         &[&keys, &owner],
                     )
                 })?;

@@ -189,17 +189,18 @@ impl Store for SqliteStore {
         })
     }
 
-    fn due(&self, until: i64, now: i64, limit: usize) -> Result<Vec<Due>, DurableError> {
+    fn due(&self, until: i64, owner: &str, limit: usize) -> Result<Vec<Due>, DurableError> {
         self.with(|c| {
             let mut statement = c.prepare_cached(
                 "SELECT key, name, next_fire, 0 FROM chronopool_jobs
                      WHERE state = 0 AND next_fire <= ?1
                  UNION ALL
-                 SELECT key, name, ?2, 1 FROM chronopool_jobs
-                     WHERE state = 1 AND lease_until < ?2
+                 SELECT key, name, lease_until + 1, 1 FROM chronopool_jobs
+                     WHERE state = 1 AND lease_until < ?1 AND owner <> ?2
+                 ORDER BY 3
                  LIMIT ?3",
             )?;
-            let rows = statement.query_map(params![until, now, limit as i64], |r| {
+            let rows = statement.query_map(params![until, owner, limit as i64], |r| {
                 Ok(Due {
                     key: r.get(0)?,
                     name: r.get(1)?,
@@ -420,7 +421,7 @@ mod tests {
             !finish1(&store, "a", "p1", &DONE).unwrap(),
             "the old run finishes nothing"
         );
-        assert_eq!(store.due(1000, 0, 10).unwrap(), [due("a", 300)]);
+        assert_eq!(store.due(1000, "p", 10).unwrap(), [due("a", 300)]);
     }
 
     #[test]
@@ -452,11 +453,11 @@ mod tests {
         .unwrap());
         assert_eq!(store.list(JobState::Dead).unwrap().len(), 1);
         assert!(
-            store.due(i64::MAX, 100, 10).unwrap().is_empty(),
+            store.due(i64::MAX, "q", 10).unwrap().is_empty(),
             "the dead do not fire"
         );
         assert!(store.revive("a", 70).unwrap());
-        assert_eq!(store.due(100, 100, 10).unwrap(), [due("a", 70)]);
+        assert_eq!(store.due(100, "q", 10).unwrap(), [due("a", 70)]);
     }
 
     #[test]
