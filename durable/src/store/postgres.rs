@@ -13,6 +13,10 @@
 //! The times are the processes' own clocks (in milliseconds
 //! since the epoch): keep them synchronised, as Quartz and db-scheduler ask.
 //!
+//! Two connections: one for the runs (claims, renewals, finishes), one for
+//! the rest, so that a batch of schedules or a poll never holds up the jobs
+//! falling due.
+//!
 //! **A connection that goes away** (the server restarted, the network
 //! dropped) is opened again, with a back-off from 10 ms doubling to 1 s,
 //! for up to about 10 s, and the statement sent again. A statement whose
@@ -71,7 +75,19 @@ const RECONNECT_FOR: Duration = Duration::from_secs(10);
 /// Durable jobs in a PostgreSQL database.
 pub struct PgStore {
     params: String,
-    client: Mutex<Option<Client>>,
+    /// The connection of the runs: claims, renewals, finishes.
+    runs: Mutex<Option<Client>>,
+    /// The connection of the rest: schedules, polls, inspection, cleaning.
+    other: Mutex<Option<Client>>,
+}
+
+/// Which connection a statement goes on. Two, so that a batch of
+/// schedules or a poll (milliseconds to hundreds of milliseconds on a big
+/// table) never holds up the claims and finishes of jobs falling due.
+#[derive(Clone, Copy, Debug)]
+enum Lane {
+    Runs,
+    Other,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -92,20 +108,28 @@ impl PgStore {
     pub fn connect(params: &str) -> Result<Self, DurableError> {
         let store = PgStore {
             params: params.to_owned(),
-            client: Mutex::new(None),
+            runs: Mutex::new(None),
+            other: Mutex::new(None),
         };
-        store.with(migrate)?.map_err(DurableError::Store)?;
+        store
+            .with(Lane::Other, migrate)?
+            .map_err(DurableError::Store)?;
         Ok(store)
     }
 
-    /// Runs `f` on the connection, opening it (again) if need be; a
+    /// Runs `f` on `lane`'s connection, opening it (again) if need be; a
     /// statement that failed because the connection closed is sent again
     /// on a new one (module doc).
     fn with<R>(
         &self,
+        lane: Lane,
         mut f: impl FnMut(&mut Client) -> Result<R, postgres::Error>,
     ) -> Result<R, DurableError> {
-        let mut slot = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        let connection = match lane {
+            Lane::Runs => &self.runs,
+            Lane::Other => &self.other,
+        };
+        let mut slot = connection.lock().unwrap_or_else(|p| p.into_inner());
         let give_up = std::time::Instant::now() + RECONNECT_FOR;
         let mut backoff = Duration::from_millis(10);
         loop {
@@ -206,7 +230,7 @@ impl Store for PgStore {
         let payloads: Vec<&[u8]> = kept.iter().map(|&i| &rows[i].payload[..]).collect();
         let fires: Vec<i64> = kept.iter().map(|&i| rows[i].next_fire).collect();
         let misfires: Vec<i64> = kept.iter().map(|&i| rows[i].misfire.code()).collect();
-        self.with(|c| {
+        self.with(Lane::Other, |c| {
             c.execute(
                 "INSERT INTO chronopool_jobs
                      (key, name, payload, recurrence, next_fire, misfire, state, attempt)
@@ -226,7 +250,7 @@ impl Store for PgStore {
 
     fn due(&self, until: i64, owner: &str, limit: usize) -> Result<Vec<Due>, DurableError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.with(|c| {
+        self.with(Lane::Other, |c| {
             let rows = c.query(
                 "(SELECT key, name, next_fire AS fire, false FROM chronopool_jobs
                      WHERE state = 0 AND next_fire <= $1)
@@ -256,7 +280,7 @@ impl Store for PgStore {
         now: i64,
         lease_until: i64,
     ) -> Result<Vec<Row>, DurableError> {
-        self.with(|c| {
+        self.with(Lane::Runs, |c| {
             let rows = c.query(
                 &format!(
                     "UPDATE chronopool_jobs
@@ -277,7 +301,7 @@ impl Store for PgStore {
     }
 
     fn renew(&self, keys: &[String], owner: &str, lease_until: i64) -> Result<usize, DurableError> {
-        self.with(|c| {
+        self.with(Lane::Runs, |c| {
             c.execute(
                 "UPDATE chronopool_jobs AS j SET lease_until = $3
                  FROM unnest($1::TEXT[]) AS k(key)
@@ -313,7 +337,7 @@ impl Store for PgStore {
             let mut done: std::collections::HashSet<String> = Default::default();
             if !deletes.is_empty() {
                 let keys = keys_of(&deletes);
-                let rows = self.with(|c| {
+                let rows = self.with(Lane::Runs, |c| {
                     c.query(
                         "DELETE FROM chronopool_jobs AS j USING unnest($1::TEXT[]) AS k(key)
                          WHERE j.key = k.key AND j.owner = $2 AND j.state = 1
@@ -358,7 +382,7 @@ impl Store for PgStore {
                     errors.push(error);
                     finished.push(at);
                 }
-                let rows = self.with(|c| {
+                let rows = self.with(Lane::Runs, |c| {
                     c.query(
                         "UPDATE chronopool_jobs AS j SET
                              state = u.state,
@@ -387,7 +411,7 @@ impl Store for PgStore {
     }
 
     fn get(&self, key: &str) -> Result<Option<Row>, DurableError> {
-        self.with(|c| {
+        self.with(Lane::Other, |c| {
             let row = c.query_opt(
                 &format!("SELECT {COLUMNS} FROM chronopool_jobs WHERE key = $1"),
                 &[&key],
@@ -397,7 +421,7 @@ impl Store for PgStore {
     }
 
     fn list(&self, state: JobState) -> Result<Vec<Row>, DurableError> {
-        self.with(|c| {
+        self.with(Lane::Other, |c| {
             let rows = c.query(
                 &format!("SELECT {COLUMNS} FROM chronopool_jobs WHERE state = $1 ORDER BY key"),
                 &[&state.code()],
@@ -407,14 +431,14 @@ impl Store for PgStore {
     }
 
     fn delete(&self, key: &str) -> Result<bool, DurableError> {
-        self.with(|c| {
+        self.with(Lane::Other, |c| {
             c.execute("DELETE FROM chronopool_jobs WHERE key = $1", &[&key])
                 .map(|n| n == 1)
         })
     }
 
     fn revive(&self, key: &str, now: i64) -> Result<bool, DurableError> {
-        self.with(|c| {
+        self.with(Lane::Other, |c| {
             c.execute(
                 "UPDATE chronopool_jobs SET state = 0, next_fire = $2, attempt = 0,
                      finished_at = NULL
@@ -426,7 +450,7 @@ impl Store for PgStore {
     }
 
     fn clean(&self, done_before: i64, dead_before: i64) -> Result<u64, DurableError> {
-        self.with(|c| {
+        self.with(Lane::Other, |c| {
             c.execute(
                 "DELETE FROM chronopool_jobs
                  WHERE (state = 3 AND finished_at < $1) OR (state = 2 AND finished_at < $2)",
