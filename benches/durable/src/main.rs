@@ -10,6 +10,8 @@
 //! `recovery` (all by default). `--child rss|recovery <system>` is this
 //! binary re-executed for a measurement in a fresh process.
 
+/// The PostgreSQL server the durable crate's tests start.
+#[path = "../../../durable/tests/common/mod.rs"]
 mod pg;
 mod report;
 mod rng;
@@ -24,6 +26,11 @@ use std::time::{Duration, Instant};
 
 use report::{Metric, Report};
 use systems::{Store, System};
+
+/// The server's settings beyond the defaults, as the tests' server
+/// (`pg` below) passes them to `pg_ctl -o` (printed with each run's
+/// settings).
+const PG_SETTINGS: &str = "fsync=off full_page_writes=off (synchronous_commit=on, the default)";
 
 /// Jobs per batch (one transaction where the system has them).
 const BATCH: usize = 1000;
@@ -74,7 +81,13 @@ fn child(workload: &str, system: &str) {
     match workload {
         "rss" => {
             let delays = rng::delays_ms(jobs, RSS_SPAN_MS);
-            let mb = system.rss(&store, &delays, BATCH);
+            let (mb, insert) = system.rss(&store, &delays, BATCH);
+            eprintln!(
+                "    (child) {} jobs scheduled in {:.1} s: {:.0} jobs/s",
+                delays.len(),
+                insert.as_secs_f64(),
+                delays.len() as f64 / insert.as_secs_f64()
+            );
             println!("RSS_MB {mb}");
         }
         "recovery" => {
@@ -115,7 +128,7 @@ fn fresh<'a>(
     if system.postgres() {
         let server = server.expect("the PostgreSQL server");
         let name = format!("{}_{workload}_{rep}", system.name().replace('-', "_"));
-        let params = server.create_database(&name);
+        let params = server.database(&name);
         Fresh {
             store: Store::Postgres {
                 params,
@@ -217,7 +230,7 @@ fn parent(args: &[String]) {
         eprintln!(
             "PostgreSQL: {} on 127.0.0.1, {}",
             server.version(),
-            pg::SETTINGS
+            PG_SETTINGS
         );
     }
     for s in &selected {

@@ -1,4 +1,5 @@
-//! A real PostgreSQL server for the tests: `initdb` and `pg_ctl` on a
+//! A real PostgreSQL server for the tests (and for `benches/durable`,
+//! which includes this file): `initdb` and `pg_ctl` on a
 //! temporary directory, listening on 127.0.0.1 on a free port, stopped when
 //! dropped. The server's programs come from the distribution's `postgresql`
 //! package (`PATH`, then `/usr/lib/postgresql/*/bin`), which `.ci/run`
@@ -117,22 +118,47 @@ impl PgServer {
         server
     }
 
-    fn run(&self, program: &str, args: &[&str]) {
+    /// `program` of the server's, run as the `postgres` user when root.
+    fn command(&self, program: &str) -> Command {
         let path = self.bin.join(program);
-        let mut command = if self.as_postgres {
+        if self.as_postgres {
             let mut c = Command::new("runuser");
             c.args(["-u", "postgres", "--"]).arg(&path);
             c
         } else {
             Command::new(&path)
-        };
-        let output = command.args(args).output().unwrap();
+        }
+    }
+
+    fn run(&self, program: &str, args: &[&str]) {
+        let output = self.command(program).args(args).output().unwrap();
         assert!(
             output.status.success(),
             "{program} failed: {}{}",
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
+    }
+
+    /// The server's version, as `postgres --version` prints it.
+    pub fn version(&self) -> String {
+        self.command("postgres")
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    }
+
+    /// The URL of the database `name` (for clients that take URLs).
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Drops the database `name`, closing its connections.
+    pub fn drop_database(&self, name: &str) {
+        if let Ok(mut client) = postgres::Client::connect(&self.params(), postgres::NoTls) {
+            let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+        }
     }
 
     /// The connection string of its `postgres` database.
@@ -182,17 +208,8 @@ impl PgServer {
 
 impl Drop for PgServer {
     fn drop(&mut self) {
-        let path = self.bin.join("pg_ctl");
         let data = self.data.to_str().unwrap().to_owned();
         let args = ["-D", data.as_str(), "-m", "immediate", "-w", "stop"];
-        let _ = if self.as_postgres {
-            Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(&path)
-                .args(args)
-                .output()
-        } else {
-            Command::new(&path).args(args).output()
-        };
+        let _ = self.command("pg_ctl").args(args).output();
     }
 }

@@ -271,20 +271,14 @@ impl System for Apalis {
         }
     }
 
-    fn rss(&self, store: &Store, delays_ms: &[u64], batch: usize) -> f64 {
+    fn rss(&self, store: &Store, delays_ms: &[u64], batch: usize) -> (f64, Duration) {
         let rt = runtime();
         let slots = Arc::new(Slots::new(0));
         let mut opened = rt.block_on(Opened::open(store, &slots));
         let insert = rt.block_on(opened.schedule(delays_ms, batch));
-        eprintln!(
-            "    (child) {} jobs scheduled in {:.1} s: {:.0} jobs/s",
-            delays_ms.len(),
-            insert.as_secs_f64(),
-            delays_ms.len() as f64 / insert.as_secs_f64()
-        );
         let rss = crate::rss::trimmed_rss_mb();
         drop(opened);
-        rss
+        (rss, insert)
     }
 
     fn recovers(&self) -> bool {

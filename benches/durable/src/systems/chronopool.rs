@@ -150,22 +150,16 @@ impl System for ChronopoolDurable {
         }
     }
 
-    fn rss(&self, store: &Store, delays_ms: &[u64], batch: usize) -> f64 {
+    fn rss(&self, store: &Store, delays_ms: &[u64], batch: usize) -> (f64, Duration) {
         let pool = executor();
         let jobs = self.open(&pool, store, Config::default());
         let slots = Arc::new(Slots::new(0));
         Self::register(&jobs, &slots);
         jobs.start().expect("start");
         let insert = Self::schedule(&jobs, delays_ms, batch);
-        eprintln!(
-            "    (child) {} jobs scheduled in {:.1} s: {:.0} jobs/s",
-            delays_ms.len(),
-            insert.as_secs_f64(),
-            delays_ms.len() as f64 / insert.as_secs_f64()
-        );
         let rss = crate::rss::trimmed_rss_mb();
         drop(jobs);
-        rss
+        (rss, insert)
     }
 
     fn recovers(&self) -> bool {

@@ -128,8 +128,8 @@ pub trait System: Sync {
 
     /// In a fresh child process: opens `store` with its worker running,
     /// schedules the jobs, and returns the trimmed RSS in MB (measured
-    /// while the system is open).
-    fn rss(&self, store: &Store, delays_ms: &[u64], batch: usize) -> f64;
+    /// while the system is open) and how long scheduling took.
+    fn rss(&self, store: &Store, delays_ms: &[u64], batch: usize) -> (f64, Duration);
 
     /// Whether [`recovery_child`](Self::recovery_child) and
     /// [`recovery`](Self::recovery) are implemented.
