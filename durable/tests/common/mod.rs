@@ -3,11 +3,13 @@
 //! temporary directory, listening on 127.0.0.1 on a free port, stopped when
 //! dropped. The server's programs come from the distribution's `postgresql`
 //! package (`PATH`, then `/usr/lib/postgresql/*/bin`), which `.ci/run`
-//! installs when missing. `fsync=off` (the tests do not survive a crash of
-//! the machine, only of the server, whose commits are in the kernel's
-//! cache once acknowledged: `synchronous_commit` stays on). PostgreSQL
-//! refuses to run as root: as root, the
-//! programs run as the `postgres` user the package creates (`runuser`).
+//! installs when missing. The tests' server ([`PgServer::start`]) runs with
+//! `fsync=off` (the tests do not survive a crash of the machine, only of
+//! the server, whose commits are in the kernel's cache once acknowledged:
+//! `synchronous_commit` stays on); the benchmark's
+//! ([`PgServer::start_durable`]) with the server's durable defaults.
+//! PostgreSQL refuses to run as root: as root, the programs run as the
+//! `postgres` user the package creates (`runuser`).
 #![allow(dead_code)]
 
 use std::net::TcpListener;
@@ -20,8 +22,13 @@ pub struct PgServer {
     data: PathBuf,
     as_postgres: bool,
     port: u16,
+    /// The `-o` options of `pg_ctl start`.
+    options: String,
     _dir: tempfile::TempDir,
 }
+
+/// The tests' settings: no fsync (see the module doc).
+pub const TEST_SETTINGS: &str = "-c fsync=off -c full_page_writes=off";
 
 fn find_bin() -> PathBuf {
     let on_path = Command::new("sh")
@@ -58,7 +65,19 @@ fn is_root() -> bool {
 }
 
 impl PgServer {
+    /// A server for the tests: [`TEST_SETTINGS`].
     pub fn start() -> PgServer {
+        PgServer::start_with(TEST_SETTINGS)
+    }
+
+    /// A server with PostgreSQL's durable defaults (`fsync`,
+    /// `full_page_writes` and `synchronous_commit` on), for benchmarks.
+    pub fn start_durable() -> PgServer {
+        PgServer::start_with("")
+    }
+
+    /// A server with `settings` (`-c name=value ...`) beyond the defaults.
+    pub fn start_with(settings: &str) -> PgServer {
         let bin = find_bin();
         let dir = tempfile::tempdir().unwrap();
         let as_postgres = is_root();
@@ -76,11 +95,16 @@ impl PgServer {
             .local_addr()
             .unwrap()
             .port();
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 {settings}",
+            dir.path().display()
+        );
         let server = PgServer {
             bin,
             data,
             as_postgres,
             port,
+            options,
             _dir: dir,
         };
         server.run(
@@ -96,26 +120,34 @@ impl PgServer {
                 "--no-sync",
             ],
         );
-        let options = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
-             -c full_page_writes=off",
-            server.data.parent().unwrap().display()
-        );
-        let log = server.data.parent().unwrap().join("server.log");
-        server.run(
+        server.start_again();
+        server
+    }
+
+    /// Starts the server (again, after [`stop`](Self::stop)).
+    pub fn start_again(&self) {
+        let log = self.data.parent().unwrap().join("server.log");
+        self.run(
             "pg_ctl",
             &[
                 "-D",
-                server.data.to_str().unwrap(),
+                self.data.to_str().unwrap(),
                 "-o",
-                &options,
+                &self.options,
                 "-l",
                 log.to_str().unwrap(),
                 "-w",
                 "start",
             ],
         );
-        server
+    }
+
+    /// Stops the server (`immediate`: as if it crashed); its clients'
+    /// connections break and new ones are refused until
+    /// [`start_again`](Self::start_again).
+    pub fn stop(&self) {
+        let data = self.data.to_str().unwrap();
+        self.run("pg_ctl", &["-D", data, "-m", "immediate", "-w", "stop"]);
     }
 
     /// `program` of the server's, run as the `postgres` user when root.
@@ -183,22 +215,8 @@ impl PgServer {
 
     /// Restarts the server (its clients' connections break).
     pub fn restart(&self) {
-        // `-l` again: a server started without it writes to pg_ctl's
-        // output, which `run` waits to close.
-        let log = self.data.parent().unwrap().join("server.log");
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                self.data.to_str().unwrap(),
-                "-l",
-                log.to_str().unwrap(),
-                "-m",
-                "immediate",
-                "-w",
-                "restart",
-            ],
-        );
+        self.stop();
+        self.start_again();
     }
 
     pub fn data(&self) -> &Path {
