@@ -7,6 +7,7 @@ use std::ops::ControlFlow;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::builder::Builder;
+use crate::busy::Busy;
 use crate::error::BuildError;
 use crate::future::{Interval, Sleep, Timeout};
 use crate::handle::{PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle};
@@ -867,6 +868,15 @@ impl ScheduledExecutor {
     /// ```
     pub fn system_time(&self) -> SystemTime {
         self.pool().timer.clock.system_time()
+    }
+
+    /// A guard that holds the executor busy for a
+    /// [`ManualClock`](crate::ManualClock): while it lives, `advance` waits
+    /// as for a running task. For libraries that hand part of a task's
+    /// work to threads of their own (see [`Busy`]); on the system clock it
+    /// has no effect.
+    pub fn busy(&self) -> Busy {
+        Busy::new(Arc::clone(self.pool()))
     }
 
     /// A handle that does not keep the executor alive (see

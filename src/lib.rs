@@ -142,6 +142,7 @@
 #[doc(hidden)]
 pub mod bench_internals;
 mod builder;
+mod busy;
 mod current;
 mod error;
 mod executor;
@@ -165,6 +166,7 @@ pub mod trigger;
 pub struct ReadmeDoctests;
 
 pub use builder::{Builder, MAX_TIMER_SPIN, MAX_WORKER_THREADS};
+pub use busy::Busy;
 pub use current::{cancelled, execute, schedule, submit, task_id, task_name};
 pub use error::{BuildError, JoinTimeoutError};
 pub use executor::{ScheduledExecutor, WeakExecutor};

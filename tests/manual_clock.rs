@@ -333,3 +333,60 @@ fn a_day_of_a_thousand_schedules_runs_in_manual_time() {
         assert!(h.cancel());
     }
 }
+
+/// Work handed to a thread outside the pool, under a `Busy` guard, takes
+/// part in `advance` as a run does: a chain of steps, each announced by a
+/// timer task to a thread of our own that sleeps (real time) before it
+/// schedules the next, on every queue.
+#[test]
+fn work_outside_the_pool_under_a_busy_guard_takes_part_in_advance() {
+    for queue in queues() {
+        let clock = ManualClock::new();
+        let pool = manual_pool(&clock, queue);
+        let start = clock.now();
+        let (tx, rx) = std::sync::mpsc::channel::<(u32, chronopool::Busy)>();
+        let tx = Mutex::new(tx);
+        // The timer task takes the guard as it runs, and hands it over
+        // with the step.
+        let announce = Arc::new(move |n: u32, pool: &ScheduledExecutor| {
+            let (tx, weak) = (tx.lock().unwrap().clone(), pool.downgrade());
+            pool.schedule(
+                move || {
+                    if let Some(pool) = weak.upgrade() {
+                        let _ = tx.send((n, pool.busy()));
+                    }
+                },
+                Duration::from_secs(10),
+            )
+            .unwrap();
+        });
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (weak, l, c, a) = (
+            pool.downgrade(),
+            log.clone(),
+            clock.clone(),
+            announce.clone(),
+        );
+        let outside = std::thread::spawn(move || {
+            for (n, busy) in rx {
+                std::thread::sleep(Duration::from_millis(20));
+                l.lock().unwrap().push((n, (c.now() - start).as_secs()));
+                if n == 4 {
+                    return;
+                }
+                if let Some(pool) = weak.upgrade() {
+                    a(n + 1, &pool);
+                }
+                drop(busy);
+            }
+        });
+        announce(1, &pool);
+        clock.advance(Duration::from_secs(45));
+        assert_eq!(
+            *log.lock().unwrap(),
+            [(1, 10), (2, 20), (3, 30), (4, 40)],
+            "{queue:?}"
+        );
+        outside.join().unwrap();
+    }
+}

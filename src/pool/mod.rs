@@ -137,7 +137,7 @@ impl Pool {
 
     /// A job is about to be pushed on a queue (counted on a manual clock).
     #[inline]
-    fn job_pushed(&self) {
+    pub(crate) fn job_pushed(&self) {
         if let Some(count) = &self.job_count {
             count.pushed();
         }
