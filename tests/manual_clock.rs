@@ -350,15 +350,15 @@ fn work_outside_the_pool_under_a_busy_guard_takes_part_in_advance() {
         // with the step.
         let announce = Arc::new(move |n: u32, pool: &ScheduledExecutor| {
             let (tx, weak) = (tx.lock().unwrap().clone(), pool.downgrade());
-            pool.schedule(
+            let step = pool.schedule(
                 move || {
                     if let Some(pool) = weak.upgrade() {
                         let _ = tx.send((n, pool.busy()));
                     }
                 },
                 Duration::from_secs(10),
-            )
-            .unwrap();
+            );
+            drop(step.unwrap());
         });
         let log = Arc::new(Mutex::new(Vec::new()));
         let (weak, l, c, a) = (
