@@ -180,6 +180,23 @@ impl PanicPayload {
     }
 }
 
+impl From<Box<dyn Any + Send>> for PanicPayload {
+    /// Wraps the payload of a panic caught with [`std::panic::catch_unwind`]
+    /// (by a library that runs user code of its own), so that dropping it
+    /// never panics. It names the task running on this thread, if any.
+    ///
+    /// ```
+    /// use chronopool::PanicPayload;
+    ///
+    /// let caught = std::panic::catch_unwind(|| panic!("expected: boom")).unwrap_err();
+    /// let payload = PanicPayload::from(caught);
+    /// assert_eq!(payload.message(), Some("expected: boom"));
+    /// ```
+    fn from(payload: Box<dyn Any + Send>) -> Self {
+        PanicPayload::new(payload)
+    }
+}
+
 impl Drop for PanicPayload {
     fn drop(&mut self) {
         if let Repr::Other(m) = &mut self.0.repr {

@@ -285,6 +285,28 @@ impl Backoff {
         self
     }
 
+    /// The wait before the try that follows `failures` failed tries
+    /// (`failures` ≥ 1; 0 is taken as 1): `min(max, initial ×
+    /// factor^(failures-1))`, with the [jitter](Backoff::jitter) drawn. What
+    /// the trigger answers after run `failures` ends, for code that keeps
+    /// its own count of tries (a job whose attempts are stored, say) and
+    /// needs no task. [`max_runs`](Backoff::max_runs) and
+    /// [`max_elapsed`](Backoff::max_elapsed) do not apply.
+    ///
+    /// ```
+    /// use chronopool::trigger::Backoff;
+    /// use std::time::Duration;
+    ///
+    /// let mut retry = Backoff::exponential(Duration::from_secs(1), 2.0, Duration::from_secs(60));
+    /// assert_eq!(retry.delay_after(1), Duration::from_secs(1));
+    /// assert_eq!(retry.delay_after(3), Duration::from_secs(4));
+    /// assert_eq!(retry.delay_after(u64::MAX), Duration::from_secs(60));
+    /// ```
+    pub fn delay_after(&mut self, failures: u64) -> Duration {
+        let delay = self.delay(failures.max(1));
+        Duration::from_nanos(self.jittered(delay))
+    }
+
     /// The delay before the try after run `k` ended (`k` ≥ 1), without
     /// jitter: `min(max, initial × factor^(k-1))`, computed in `f64` so
     /// that a huge power saturates at `max` instead of overflowing.
