@@ -3,10 +3,13 @@
 //! fails) and [`Handler`].
 
 use std::fmt;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use crate::schedule::{Misfire, Schedule};
+use chronopool::MissedRuns;
+
+use crate::schedule::Schedule;
 use crate::store::Row;
+use crate::time;
 
 /// A job's handler: it gets the job's context and returns `Err` when the
 /// run failed. A [retryable](JobError::retry) failure is retried after a
@@ -18,11 +21,13 @@ pub type Handler = dyn Fn(&JobContext<'_>) -> Result<(), JobError> + Send + Sync
 /// schedule, for [`DurableScheduler::schedule_all`](crate::DurableScheduler::schedule_all).
 ///
 /// ```
-/// use chronopool_durable::{Job, Misfire, Schedule};
+/// use chronopool::MissedRuns;
+/// use chronopool_durable::{Job, Schedule};
 /// use std::time::Duration;
 ///
 /// let job = Job::new("flush-cache", "flush", b"eu-west".to_vec(), Schedule::Every(Duration::from_secs(60)))
-///     .misfire(Misfire::Skip);
+///     .missed_runs(MissedRuns::Burst)
+///     .catch_up(Duration::from_secs(3600));
 /// assert_eq!(job.key(), "flush-cache");
 /// ```
 #[derive(Clone, Debug)]
@@ -31,13 +36,15 @@ pub struct Job {
     pub(crate) name: String,
     pub(crate) payload: Vec<u8>,
     pub(crate) schedule: Schedule,
-    pub(crate) misfire: Misfire,
+    pub(crate) missed: MissedRuns,
+    pub(crate) catch_up: Option<Duration>,
 }
 
 impl Job {
     /// The job `key` (unique: storing a key again replaces its job), for
-    /// the handler `name`, with `payload`, on `schedule`, with the default
-    /// [`Misfire`] policy.
+    /// the handler `name`, with `payload`, on `schedule`; its missed runs
+    /// are [skipped](MissedRuns::Skip) and no occurrence is too late to
+    /// run.
     pub fn new(
         key: impl Into<String>,
         name: impl Into<String>,
@@ -49,7 +56,8 @@ impl Job {
             name: name.into(),
             payload: payload.into(),
             schedule,
-            misfire: Misfire::default(),
+            missed: MissedRuns::Skip,
+            catch_up: None,
         }
     }
 
@@ -80,16 +88,33 @@ impl Job {
         value: &T,
         schedule: Schedule,
     ) -> Result<Job, crate::DurableError> {
-        let payload = serde_json::to_vec(value)
-            .map_err(|e| crate::DurableError::Schedule(format!("payload: {e}")))?;
+        let payload = serde_json::to_vec(value).map_err(|e| {
+            crate::DurableError::Schedule(format!("the payload cannot be written as JSON: {e}"))
+        })?;
         Ok(Job::new(key, name, payload, schedule))
     }
 
-    /// The job with `misfire` as its policy for the runs of a recurring
-    /// job missed while no process ran it.
+    /// The job with `missed` as its policy for the occurrences of a
+    /// recurring job missed while no process ran it (the core's
+    /// [`MissedRuns`], same meanings): `Skip` (the default) runs the late
+    /// occurrence once and goes on at the next one on the schedule after
+    /// now; `Burst` runs every missed one in turn; `Delay` runs the late
+    /// one and shifts a fixed period to start from it.
     #[must_use]
-    pub fn misfire(mut self, misfire: Misfire) -> Job {
-        self.misfire = misfire;
+    pub fn missed_runs(mut self, missed: MissedRuns) -> Job {
+        self.missed = missed;
+        self
+    }
+
+    /// The job with a catch-up window: an occurrence that is claimed more
+    /// than `window` after it was due (its processes were down) is not
+    /// run; the job goes on to its next occurrence after now, or, if it
+    /// has none, is done. Counted in
+    /// [`DurableMetrics::skipped`](crate::DurableMetrics::skipped). Without
+    /// one (the default), an occurrence runs however late it is.
+    #[must_use]
+    pub fn catch_up(mut self, window: Duration) -> Job {
+        self.catch_up = Some(window);
         self
     }
 
@@ -113,7 +138,6 @@ impl Job {
 #[derive(Debug)]
 pub struct JobContext<'a> {
     pub(crate) row: &'a Row,
-    pub(crate) due: SystemTime,
 }
 
 impl JobContext<'_> {
@@ -167,9 +191,9 @@ impl JobContext<'_> {
         self.row.attempt
     }
 
-    /// When this run was due.
+    /// When this run was due (never after it started).
     pub fn due(&self) -> SystemTime {
-        self.due
+        time::system_time(self.row.next_fire)
     }
 }
 

@@ -10,61 +10,86 @@
 //!
 //! * **Memory holds a window, the store holds the rest**: only the jobs
 //!   due within [`Config::window`] are in the executor's timer.
-//! * **At least once, exactly once while nothing crashes**: a process
-//!   claims a job (owner and lease, one statement) before it runs it,
-//!   renews the lease while the handler runs, and stores the outcome only
-//!   if the job is still its own. A crashed process's leases expire and
-//!   another process runs its jobs; the handler sees the attempt number.
-//! * **Failures** are retried with a doubling back-off up to
+//! * **At least once, exactly once while nothing crashes**: a scheduler
+//!   claims a job (a lease, and a fence: its own random identity and a run
+//!   number) before it runs it, renews the lease until the run's outcome
+//!   is stored, and stores the outcome only if the row still carries the
+//!   run's fence. A crashed process's leases expire (on PostgreSQL they are
+//!   ended as soon as the server sees its connection close) and another
+//!   process runs its jobs; the handler sees the attempt number. A job
+//!   scheduled again or cancelled while it runs is left alone by the old
+//!   run's outcome.
+//! * **The store's work is the scheduler's**: claims, outcomes, renewals
+//!   and polls happen on two threads of the scheduler's own, so the
+//!   executor's workers run handlers and nothing else, and a store that is
+//!   away holds up no worker. A job is claimed only when a run slot can
+//!   start it.
+//! * **Failures** are retried after the back-off of [`Config::retry`] (the
+//!   core's [`Backoff`](chronopool::trigger::Backoff)) up to
 //!   [`Config::max_attempts`], then the job is *dead*, kept for
 //!   [`dead_jobs`](DurableScheduler::dead_jobs) and a manual
-//!   [`retry`](DurableScheduler::retry). A job whose handler is not
+//!   [`retry`](DurableScheduler::retry). A handler's
+//!   [permanent](JobError::permanent) error makes the job dead at once. A
+//!   handler that kills its process uses up its attempts too: they are
+//!   counted when the job is claimed. A job whose handler is not
 //!   registered waits, reported in its `last_error`.
-//!   A handler's [permanent](JobError::permanent) error (a payload it
-//!   cannot read, say) makes the job dead at once.
-//! * **Misfires** of a recurring job after downtime follow its [`Misfire`].
+//! * **Missed runs** of a recurring job after downtime follow its
+//!   [`MissedRuns`](chronopool::MissedRuns) policy (the core's, same
+//!   meanings), and a [catch-up window](Job::catch_up) can skip
+//!   occurrences too late to matter.
 //! * **Batches**: [`schedule_all`](DurableScheduler::schedule_all) stores
 //!   many jobs in one transaction.
 //! * **Retention**: dead jobs are deleted after [`Config::keep_dead`], and
 //!   one-shot jobs that succeeded are deleted at once or kept as
 //!   [`JobState::Done`] for [`Config::keep_done`].
-//! * **Leases** are renewed by a thread of the scheduler's own, so a busy
-//!   executor cannot let a live run's lease expire.
+//! * **Time**: every time is a whole microsecond, rounded up (a job never
+//!   runs early), from the year 1 to 9999; a schedule outside that range is
+//!   an error, never a panic.
 //! * **Observability**: [`DurableMetrics`] counts due, claimed, running,
-//!   retried and dead runs, expired leases and store errors.
+//!   retried and dead runs, expired leases and store errors; errors keep
+//!   their cause ([`StoreError`]).
 //!
-//! The store is SQLite ([`DurableScheduler::sqlite`]: one file, the
-//! bundled SQLite, for one process or several on one machine) or
-//! PostgreSQL ([`DurableScheduler::postgres`]: processes on several
-//! machines sharing one schedule; a connection lost to a restart of the
-//! server is opened again).
+//! # Stores
+//!
+//! * SQLite (feature `sqlite`, on by default;
+//!   [`DurableScheduler::sqlite`]): one file, the bundled SQLite, for one
+//!   process or several on one machine.
+//! * PostgreSQL (feature `postgres`; [`DurableScheduler::postgres`]):
+//!   processes on several machines sharing one schedule; a connection lost
+//!   to a restart of the server is opened again.
 //!
 //! # Cargo features
 //!
+//! * `sqlite` (default) and `postgres`: the stores (at least one).
 //! * `serde`: typed payloads in JSON (`Job::json`,
 //!   `DurableScheduler::schedule_json`, `JobContext::json`).
 //! * `tracing`: events for `tracing` subscribers at the moments
 //!   [`DurableMetrics`] counts (`DEBUG` claimed and succeeded, `INFO`
-//!   retried, `WARN` dead, lost runs and expired leases, `ERROR` store
-//!   failures; `TRACE` each job placed in the timer).
+//!   retried and skipped, `WARN` dead, lost runs and expired leases,
+//!   `ERROR` store failures; `TRACE` each job placed in the timer).
 //!
 //! [chronopool]: https://docs.rs/chronopool
 
 #![warn(missing_docs, missing_debug_implementations)]
 
-mod batch;
+#[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+compile_error!("chronopool-durable needs a store: turn on the `sqlite` or the `postgres` feature");
+
+mod config;
+mod engine;
 mod error;
 mod job;
-mod lease;
 mod metrics;
+mod owner;
 mod schedule;
 mod scheduler;
 mod store;
 mod time;
 
-pub use error::DurableError;
+pub use config::Config;
+pub use error::{DurableError, StoreError};
 pub use job::{Handler, Job, JobContext, JobError};
 pub use metrics::DurableMetrics;
-pub use schedule::{Misfire, Schedule};
-pub use scheduler::{Config, DurableScheduler, JobInfo};
+pub use schedule::Schedule;
+pub use scheduler::{DurableScheduler, JobInfo};
 pub use store::JobState;

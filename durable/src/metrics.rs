@@ -8,13 +8,18 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// A snapshot of a scheduler's counters since it was made
 /// ([`DurableScheduler::metrics`](crate::DurableScheduler::metrics)).
 /// Each counts this process's part only; a cluster's figures are the sums
-/// of its processes'.
+/// of its processes'. Every claimed run ends in exactly one of
+/// `succeeded`, `skipped`, `retried`, `dead`, `released` or `lost`, and is
+/// `running` until then.
 ///
 /// ```
 /// use chronopool_durable::DurableMetrics;
 ///
 /// let m = DurableMetrics::default();
-/// assert_eq!(m.claimed, m.succeeded + m.retried + m.dead + m.lost + m.running);
+/// assert_eq!(
+///     m.claimed,
+///     m.succeeded + m.skipped + m.retried + m.dead + m.released + m.lost + m.running
+/// );
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -23,28 +28,38 @@ pub struct DurableMetrics {
     pub due: u64,
     /// Runs this process claimed in the store.
     pub claimed: u64,
-    /// Of those, runs taken over from a process whose lease expired (it
-    /// crashed, or stalled past its lease).
+    /// Of those, runs taken over from a scheduler whose lease ended (it
+    /// crashed, stalled, or lost the store), this one included.
     pub lease_expired: u64,
-    /// Claimed runs not finished yet.
+    /// Runs of crashed processes whose leases this process ended early,
+    /// having seen their owner gone (PostgreSQL: the owner's session lock
+    /// vanished with its connection).
+    pub reaped: u64,
+    /// Claimed runs not ended yet.
     pub running: u64,
     /// Runs that succeeded.
     pub succeeded: u64,
+    /// Runs not made because their occurrence was later than its job's
+    /// [catch-up window](crate::Job::catch_up).
+    pub skipped: u64,
     /// Runs that failed and wait for another attempt (or, for a job no
     /// handler here runs, for a scheduler that has its handler).
     pub retried: u64,
     /// Runs after which their job is dead.
     pub dead: u64,
+    /// Claims given back unrun, their attempt not counted: the executor
+    /// refused the run (it was shut down), or dropped it unrun.
+    pub released: u64,
     /// Runs whose outcome was not stored because the job was no longer
-    /// this process's (its lease expired and another took it, or it was
-    /// scheduled again or cancelled meanwhile), or the store failed.
+    /// theirs: its lease ended and another run took it over, or it was
+    /// scheduled again or cancelled meanwhile.
     pub lost: u64,
-    /// Leases this process renewed while its handlers ran.
+    /// Leases this process renewed while its runs were in progress.
     pub renewed: u64,
     /// Done and dead jobs deleted after their retention.
     pub cleaned: u64,
-    /// Operations on the store that failed (each is tried again later:
-    /// by the next poll, or by the job's lease expiring).
+    /// Operations on the store that failed (each is tried again: claims,
+    /// finishes and renewals after a back-off, polls at the next poll).
     pub store_errors: u64,
 }
 
@@ -54,42 +69,52 @@ pub(crate) struct Counters {
     due: AtomicU64,
     claimed: AtomicU64,
     lease_expired: AtomicU64,
+    reaped: AtomicU64,
     succeeded: AtomicU64,
+    skipped: AtomicU64,
     retried: AtomicU64,
     dead: AtomicU64,
+    released: AtomicU64,
     lost: AtomicU64,
     renewed: AtomicU64,
     cleaned: AtomicU64,
     store_errors: AtomicU64,
 }
 
-/// How a claimed run ended, for [`Counters::finished`].
+/// How a claimed run ended, for [`Counters::ended`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Succeeded,
+    Skipped,
     Retried,
     Dead,
+    Released,
     Lost,
 }
 
 impl Counters {
     pub(crate) fn snapshot(&self) -> DurableMetrics {
         // `running` is derived, so that it is never negative and a
-        // snapshot's sums hold: each finished run was claimed first
+        // snapshot's sums hold: each ended run was claimed first
         // (`claimed` is read last, so it is at least their sum).
         let succeeded = self.succeeded.load(Relaxed);
+        let skipped = self.skipped.load(Relaxed);
         let retried = self.retried.load(Relaxed);
         let dead = self.dead.load(Relaxed);
+        let released = self.released.load(Relaxed);
         let lost = self.lost.load(Relaxed);
         let claimed = self.claimed.load(Relaxed);
         DurableMetrics {
             due: self.due.load(Relaxed),
             claimed,
             lease_expired: self.lease_expired.load(Relaxed),
-            running: claimed.saturating_sub(succeeded + retried + dead + lost),
+            reaped: self.reaped.load(Relaxed),
+            running: claimed.saturating_sub(succeeded + skipped + retried + dead + released + lost),
             succeeded,
+            skipped,
             retried,
             dead,
+            released,
             lost,
             renewed: self.renewed.load(Relaxed),
             cleaned: self.cleaned.load(Relaxed),
@@ -100,7 +125,7 @@ impl Counters {
     pub(crate) fn placed(&self, _key: &str, _fire: i64) {
         self.due.fetch_add(1, Relaxed);
         #[cfg(feature = "tracing")]
-        tracing::trace!(key = _key, fire_ms = _fire, "job due");
+        tracing::trace!(key = _key, fire_us = _fire, "job due");
     }
 
     pub(crate) fn claimed(&self, _key: &str, _attempt: u32, taken_over: bool) {
@@ -110,7 +135,7 @@ impl Counters {
             tracing::warn!(
                 key = _key,
                 attempt = _attempt,
-                "lease expired: running a job another process had claimed"
+                "lease expired: running a job another run had claimed"
             );
         }
         self.claimed.fetch_add(1, Relaxed);
@@ -118,22 +143,42 @@ impl Counters {
         tracing::debug!(key = _key, attempt = _attempt, "job claimed");
     }
 
-    pub(crate) fn finished(&self, _key: &str, outcome: Outcome, _error: Option<&str>) {
+    pub(crate) fn reaped(&self, n: u64) {
+        self.reaped.fetch_add(n, Relaxed);
+        #[cfg(feature = "tracing")]
+        if n > 0 {
+            tracing::warn!(
+                runs = n,
+                "leases of runs whose scheduler is gone ended early"
+            );
+        }
+    }
+
+    pub(crate) fn ended(&self, _key: &str, outcome: Outcome, _error: Option<&str>) {
         let counter = match outcome {
             Outcome::Succeeded => &self.succeeded,
+            Outcome::Skipped => &self.skipped,
             Outcome::Retried => &self.retried,
             Outcome::Dead => &self.dead,
+            Outcome::Released => &self.released,
             Outcome::Lost => &self.lost,
         };
         counter.fetch_add(1, Relaxed);
         #[cfg(feature = "tracing")]
         match outcome {
             Outcome::Succeeded => tracing::debug!(key = _key, "job succeeded"),
+            Outcome::Skipped => {
+                tracing::info!(
+                    key = _key,
+                    "occurrence skipped: later than its catch-up window"
+                )
+            }
             Outcome::Retried => tracing::info!(key = _key, error = _error, "job retried"),
             Outcome::Dead => tracing::warn!(key = _key, error = _error, "job dead"),
+            Outcome::Released => tracing::debug!(key = _key, "claim released unrun"),
             Outcome::Lost => tracing::warn!(
                 key = _key,
-                "run not stored: the job is no longer this process's"
+                "run not stored: the job is no longer this run's"
             ),
         }
     }
@@ -150,7 +195,7 @@ impl Counters {
         }
     }
 
-    pub(crate) fn store_error(&self, _what: &str, _error: &crate::DurableError) {
+    pub(crate) fn store_error(&self, _what: &str, _error: &crate::error::StoreError) {
         self.store_errors.fetch_add(1, Relaxed);
         #[cfg(feature = "tracing")]
         tracing::error!(operation = _what, error = %_error, "durable store failed");

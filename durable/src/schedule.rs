@@ -1,27 +1,33 @@
-//! [`Schedule`]: when a durable job runs, and [`Misfire`]: what a
-//! recurring job does about the runs it missed while no process ran it.
+//! [`Schedule`]: when a durable job runs; what a recurring job does about
+//! the runs it missed while no process ran it is the core's
+//! [`MissedRuns`], with the same meanings.
 //!
-//! A schedule is stored as text beside the job's next fire time, so that
-//! any process can work out the time after that (see [`Recurrence`]).
+//! A schedule is stored as text beside the job's next fire time
+//! ([`Recurrence`]), so that any process can work out the time after that.
+//! Every time is a whole microsecond (`time.rs`): a time given with a finer
+//! part is rounded up, so a job never runs before the time it was given and
+//! a period is never shortened.
 
 use std::time::{Duration, SystemTime};
 
 use chronopool::trigger::Cron;
+use chronopool::MissedRuns;
 
 use crate::error::DurableError;
-use crate::time::{from_millis, millis, millis_of};
+use crate::time::{self, Micros};
 
 /// When a durable job runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Schedule {
-    /// Once, at a wall time.
+    /// Once, at a wall time (rounded up to the microsecond).
     At(SystemTime),
     /// Once, after a delay from when it is scheduled (stored as the wall
     /// time it ends at).
     After(Duration),
     /// Again and again: the first run a period after it is scheduled, then
-    /// every period after the previous run's due time.
+    /// every period after the previous run's due time (a period is rounded
+    /// up to the microsecond).
     Every(Duration),
     /// Again and again, at the times of a cron expression (5 or 6 fields,
     /// or `@daily` and friends) in an IANA time zone (see
@@ -40,6 +46,14 @@ impl Schedule {
     /// # Errors
     ///
     /// [`DurableError::Schedule`] if the expression or the zone is invalid.
+    ///
+    /// ```
+    /// use chronopool_durable::Schedule;
+    ///
+    /// let nightly = Schedule::cron("0 2 * * *", "Asia/Shanghai")?;
+    /// assert!(Schedule::cron("0 2 * * *", "Mars/Olympus").is_err());
+    /// # Ok::<(), chronopool_durable::DurableError>(())
+    /// ```
     pub fn cron(expression: &str, time_zone: &str) -> Result<Self, DurableError> {
         let schedule = Schedule::Cron {
             expression: expression.to_owned(),
@@ -50,15 +64,34 @@ impl Schedule {
     }
 
     /// What is stored of it, and its first fire time after `now`.
-    pub(crate) fn first(&self, now: SystemTime) -> Result<(Recurrence, SystemTime), DurableError> {
+    pub(crate) fn first(&self, now: Micros) -> Result<(Recurrence, Micros), DurableError> {
         let recurrence = self.recurrence()?;
+        let too_far = || {
+            DurableError::Schedule(format!(
+                "{self:?} falls after 9999-12-31, the last time a store holds"
+            ))
+        };
         let first = match self {
-            Schedule::At(at) => *at,
-            Schedule::After(delay) => now + *delay,
-            Schedule::Every(period) => now + *period,
-            Schedule::Cron { .. } => recurrence
-                .next_after(now)?
-                .ok_or_else(|| DurableError::Schedule("the cron expression never fires".into()))?,
+            Schedule::At(at) => time::micros(*at).ok_or_else(|| {
+                DurableError::Schedule(format!(
+                    "{at:?} is outside the years 1 to 9999, which a store holds"
+                ))
+            })?,
+            Schedule::After(delay) => time::duration_micros(*delay)
+                .and_then(|d| now.checked_add(d))
+                .filter(|&t| t <= time::LATEST)
+                .ok_or_else(too_far)?,
+            Schedule::Every(_) => {
+                let Recurrence::Every(period) = recurrence else {
+                    unreachable!("an Every schedule recurs every period")
+                };
+                now.checked_add(period)
+                    .filter(|&t| t <= time::LATEST)
+                    .ok_or_else(too_far)?
+            }
+            Schedule::Cron { .. } => recurrence.next_after(now)?.ok_or_else(|| {
+                DurableError::Schedule("the cron expression never fires again".into())
+            })?,
         };
         Ok((recurrence, first))
     }
@@ -69,7 +102,13 @@ impl Schedule {
             Schedule::Every(period) if period.is_zero() => {
                 Err(DurableError::Schedule("a zero period".into()))
             }
-            Schedule::Every(period) => Ok(Recurrence::Every(millis_of(*period).max(1))),
+            Schedule::Every(period) => time::duration_micros(*period)
+                .map(Recurrence::Every)
+                .ok_or_else(|| {
+                    DurableError::Schedule(format!(
+                        "a period of {period:?} is longer than 9,999 years"
+                    ))
+                }),
             Schedule::Cron {
                 expression,
                 time_zone,
@@ -84,45 +123,13 @@ impl Schedule {
     }
 }
 
-/// What a recurring job does about runs it missed (its process was down
-/// when they were due).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Misfire {
-    /// Run once now for all of them, then go on from now (the default).
-    #[default]
-    RunOnce,
-    /// Run none of them: go on with the next occurrence after now.
-    Skip,
-    /// Run every one of them, one after the other, then go on.
-    RunAll,
-}
-
-impl Misfire {
-    pub(crate) fn code(self) -> i64 {
-        match self {
-            Misfire::RunOnce => 0,
-            Misfire::Skip => 1,
-            Misfire::RunAll => 2,
-        }
-    }
-
-    pub(crate) fn from_code(code: i64) -> Misfire {
-        match code {
-            1 => Misfire::Skip,
-            2 => Misfire::RunAll,
-            _ => Misfire::RunOnce,
-        }
-    }
-}
-
 /// The stored form of a schedule: what comes after a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Recurrence {
     /// Nothing: a one-shot job.
     Once,
-    /// A fixed period, in milliseconds.
-    Every(i64),
+    /// A fixed period, in microseconds (at least 1).
+    Every(Micros),
     /// A cron expression in a time zone.
     Cron {
         expression: String,
@@ -141,7 +148,7 @@ impl Recurrence {
     pub(crate) fn encode(&self) -> String {
         match self {
             Recurrence::Once => "once".to_owned(),
-            Recurrence::Every(period) => format!("every {period}"),
+            Recurrence::Every(period) => format!("every {period}us"),
             Recurrence::Cron {
                 expression,
                 time_zone,
@@ -156,7 +163,11 @@ impl Recurrence {
             return Ok(Recurrence::Once);
         }
         if let Some(period) = text.strip_prefix("every ") {
-            return period.parse().map(Recurrence::Every).map_err(|_| bad());
+            let period = period.strip_suffix("us").ok_or_else(bad)?;
+            return match period.parse() {
+                Ok(us) if us > 0 => Ok(Recurrence::Every(us)),
+                _ => Err(bad()),
+            };
         }
         let rest = text.strip_prefix("cron ").ok_or_else(bad)?;
         let (time_zone, expression) = rest.split_once(' ').ok_or_else(bad)?;
@@ -167,43 +178,74 @@ impl Recurrence {
     }
 
     /// The first occurrence strictly after `t`; `None` for a one-shot job
-    /// (or a cron expression with no later time).
-    pub(crate) fn next_after(&self, t: SystemTime) -> Result<Option<SystemTime>, DurableError> {
+    /// (or a cron expression with no later time before the year 10000). A
+    /// period past the last storable time saturates there.
+    pub(crate) fn next_after(&self, t: Micros) -> Result<Option<Micros>, DurableError> {
         Ok(match self {
             Recurrence::Once => None,
-            Recurrence::Every(period) => Some(from_millis(millis(t).saturating_add(*period))),
+            Recurrence::Every(period) => Some(time::add(t, *period)),
             Recurrence::Cron {
                 expression,
                 time_zone,
-            } => Recurrence::cron(expression, time_zone)?.next_after(t),
+            } => Recurrence::cron(expression, time_zone)?
+                .next_after(time::system_time(t))
+                .map(time::micros_saturating),
         })
     }
 
-    /// The fire time after a run that was due at `due` and ran at `now`,
-    /// under `misfire`: from the due time for `RunAll` (every missed one
-    /// runs in turn), else the first occurrence after now. For a fixed
-    /// period without misses that is `due + period`, keeping the rate.
+    /// The fire time after a run that was due at `due` and ran at `now`
+    /// (`None`: the job has no more occurrences), by `missed`, the core's
+    /// [`MissedRuns`] with the same meanings:
+    ///
+    /// * `Burst`: every missed occurrence runs in turn: the next is the
+    ///   one after `due`, even if it is past.
+    /// * `Skip`: the missed ones are dropped and the schedule keeps its
+    ///   phase: the first occurrence after `now`.
+    /// * `Delay`: the schedule shifts: a period after `now` for a fixed
+    ///   period (a cron expression has no period: its first occurrence
+    ///   after `now`).
+    ///
+    /// A run on time (no occurrence missed) goes on at `due`'s next under
+    /// all three, keeping the rate.
     pub(crate) fn after_run(
         &self,
-        due: SystemTime,
-        now: SystemTime,
-        misfire: Misfire,
-    ) -> Result<Option<SystemTime>, DurableError> {
+        due: Micros,
+        now: Micros,
+        missed: MissedRuns,
+    ) -> Result<Option<Micros>, DurableError> {
         let Some(next) = self.next_after(due)? else {
             return Ok(None);
         };
-        if next > now || misfire == Misfire::RunAll {
+        if next > now || missed == MissedRuns::Burst {
             return Ok(Some(next));
         }
-        match self {
+        match (self, missed) {
+            (Recurrence::Every(period), MissedRuns::Delay) => Ok(Some(time::add(now, *period))),
             // The next slot on the period's grid after now.
-            Recurrence::Every(period) => {
-                let behind = millis(now) - millis(due);
-                let slots = behind / period + 1;
-                Ok(Some(from_millis(millis(due) + slots * period)))
+            (Recurrence::Every(period), _) => {
+                let slots = (now - due) / period + 1;
+                Ok(Some(time::add(due, slots.saturating_mul(*period))))
             }
             _ => self.next_after(now),
         }
+    }
+}
+
+/// The stored name of a [`MissedRuns`] policy.
+pub(crate) fn missed_name(missed: MissedRuns) -> &'static str {
+    match missed {
+        MissedRuns::Burst => "burst",
+        MissedRuns::Delay => "delay",
+        _ => "skip",
+    }
+}
+
+/// The inverse of [`missed_name`] (an unknown name reads as `Skip`).
+pub(crate) fn missed_of(name: &str) -> MissedRuns {
+    match name {
+        "burst" => MissedRuns::Burst,
+        "delay" => MissedRuns::Delay,
+        _ => MissedRuns::Skip,
     }
 }
 
@@ -211,15 +253,13 @@ impl Recurrence {
 mod tests {
     use super::*;
 
-    fn at(ms: i64) -> SystemTime {
-        from_millis(ms)
-    }
+    const S: Micros = 1_000_000;
 
     #[test]
     fn a_recurrence_reads_back_what_it_wrote() {
         for r in [
             Recurrence::Once,
-            Recurrence::Every(1500),
+            Recurrence::Every(1_500),
             Recurrence::Cron {
                 expression: "0 2 * * *".into(),
                 time_zone: "Europe/Berlin".into(),
@@ -227,52 +267,96 @@ mod tests {
         ] {
             assert_eq!(Recurrence::decode(&r.encode()).unwrap(), r);
         }
-        assert!(Recurrence::decode("sometimes").is_err());
+        for bad in [
+            "sometimes",
+            "every 0us",
+            "every -5us",
+            "every 5",
+            "cron UTC",
+        ] {
+            assert!(Recurrence::decode(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
-    fn a_period_keeps_its_grid_and_misfires_follow_the_policy() {
-        let every = Recurrence::Every(1000);
-        // On time: due + period.
+    fn a_period_keeps_its_grid_and_missed_runs_follow_the_policy() {
+        let every = Recurrence::Every(S);
+        // On time: due + period, whatever the policy.
+        for missed in [MissedRuns::Burst, MissedRuns::Skip, MissedRuns::Delay] {
+            assert_eq!(
+                every.after_run(5 * S, 5 * S + 10, missed).unwrap(),
+                Some(6 * S)
+            );
+        }
+        // 3.5 periods late.
+        let (due, now) = (5 * S, 8 * S + S / 2);
         assert_eq!(
-            every
-                .after_run(at(5000), at(5010), Misfire::RunOnce)
-                .unwrap(),
-            Some(at(6000))
-        );
-        // 3.5 periods late: RunOnce and Skip go on at the next slot after now,
-        // RunAll at the next missed one.
-        let (due, now) = (at(5000), at(8500));
-        assert_eq!(
-            every.after_run(due, now, Misfire::RunOnce).unwrap(),
-            Some(at(9000))
-        );
-        assert_eq!(
-            every.after_run(due, now, Misfire::Skip).unwrap(),
-            Some(at(9000))
+            every.after_run(due, now, MissedRuns::Burst).unwrap(),
+            Some(6 * S)
         );
         assert_eq!(
-            every.after_run(due, now, Misfire::RunAll).unwrap(),
-            Some(at(6000))
+            every.after_run(due, now, MissedRuns::Skip).unwrap(),
+            Some(9 * S)
+        );
+        assert_eq!(
+            every.after_run(due, now, MissedRuns::Delay).unwrap(),
+            Some(9 * S + S / 2)
         );
         assert_eq!(
             Recurrence::Once
-                .after_run(due, now, Misfire::RunAll)
+                .after_run(due, now, MissedRuns::Burst)
                 .unwrap(),
             None
         );
     }
 
     #[test]
+    fn sub_microsecond_times_and_periods_round_up_never_down() {
+        let now = 1_000 * S;
+        let (r, first) = Schedule::Every(Duration::from_nanos(1_900_000))
+            .first(now)
+            .unwrap();
+        assert_eq!((r.clone(), first), (Recurrence::Every(1_900), now + 1_900));
+        let (_, first) = Schedule::After(Duration::from_nanos(1)).first(now).unwrap();
+        assert_eq!(first, now + 1);
+    }
+
+    #[test]
+    fn what_cannot_be_stored_is_an_error_and_what_is_computed_saturates() {
+        let now = 1_000 * S;
+        for schedule in [
+            Schedule::After(Duration::MAX),
+            Schedule::Every(Duration::MAX),
+            Schedule::At(time::system_time(time::LATEST) + Duration::from_secs(1)),
+            Schedule::At(time::system_time(time::EARLIEST) - Duration::from_secs(1)),
+            Schedule::Every(Duration::ZERO),
+        ] {
+            assert!(
+                matches!(schedule.first(now), Err(DurableError::Schedule(_))),
+                "{schedule:?}"
+            );
+        }
+        let (r, first) = Schedule::Every(Duration::from_secs(5_000 * 365 * 86_400))
+            .first(now)
+            .unwrap();
+        assert_eq!(r.next_after(first).unwrap(), Some(time::LATEST));
+        // Dates before 1970 are times like any other.
+        let (_, first) = Schedule::After(Duration::from_secs(3600))
+            .first(-10 * S)
+            .unwrap();
+        assert_eq!(first, 3590 * S);
+    }
+
+    #[test]
     fn cron_schedules_fire_in_their_time_zone() {
         let daily = Schedule::cron("0 2 * * *", "UTC").unwrap();
-        let (recurrence, first) = daily.first(at(0)).unwrap();
-        assert_eq!(first, at(2 * 3600 * 1000));
-        assert_eq!(
-            recurrence.next_after(first).unwrap(),
-            Some(at(26 * 3600 * 1000))
-        );
+        let (recurrence, first) = daily.first(0).unwrap();
+        assert_eq!(first, 2 * 3600 * S);
+        assert_eq!(recurrence.next_after(first).unwrap(), Some(26 * 3600 * S));
         assert!(Schedule::cron("not cron", "UTC").is_err());
         assert!(Schedule::cron("0 2 * * *", "Mars/Olympus").is_err());
+        // Before 1970 too.
+        let (_, first) = daily.first(-86_400 * S).unwrap();
+        assert_eq!(first, -86_400 * S + 2 * 3600 * S);
     }
 }

@@ -1,98 +1,27 @@
-//! [`DurableScheduler`]: named handlers, stored schedules, and the loop
-//! that moves the jobs about to fall due from the store into the
-//! executor's timer.
-//!
-//! # Memory holds a window, the store holds the rest
-//!
-//! Every `poll_interval` a task on the executor asks the store for the
-//! jobs due within `window` (and the running ones whose lease expired),
-//! and places each in the executor's timer at its fire time (at a wall
-//! time: `schedule_at_system_time`), unless it is placed there already. A
-//! job scheduled inside the window goes straight in. So the timer holds a
-//! window's worth of jobs, however many the store has.
-//!
-//! # A fire
-//!
-//! When a placement falls due, a worker *claims* the job in the store (one
-//! statement for every job that fell due meanwhile: `batch.rs`,
-//! `store/mod.rs`), a worker runs its handler with a lease the lease
-//! thread renews while the handler runs, and the run is *finished* (in a
-//! batch too): deletes a one-shot job, gives
-//! a recurring one its next fire time (placing it if that is inside the
-//! window), retries a failure after a back-off, or makes the job dead after
-//! `max_attempts`. A placement whose claim fails (another process has the
-//! job, or it was scheduled again for a later time) does nothing.
+//! [`DurableScheduler`]: named handlers, stored schedules, and the API
+//! over them; the work on the store is the engine's (`engine/`).
 
-use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, RwLock, Weak};
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
 
-use chronopool::{PeriodicHandle, ScheduledExecutor, WeakExecutor};
+use chronopool::{MissedRuns, ScheduledExecutor};
 
-use crate::batch::Batcher;
-use crate::error::DurableError;
-use crate::job::{Handler, Job, JobContext, JobError};
-use crate::lease::Leases;
-use crate::metrics::{Counters, DurableMetrics, Outcome};
-use crate::schedule::{Misfire, Recurrence, Schedule};
-use crate::store::postgres::PgStore;
-use crate::store::sqlite::SqliteStore;
-use crate::store::{Due, Finish, JobState, Row, Store};
-use crate::time::{from_millis, millis, millis_of};
+use crate::config::Config;
+use crate::engine::{self, Channels, Engine, Shared};
+use crate::error::{DurableError, StoreError};
+use crate::job::{Job, JobContext, JobError};
+use crate::metrics::DurableMetrics;
+use crate::schedule::Schedule;
+use crate::store::{Conn, JobState, NewJob, Row, Store};
+use crate::time;
 
-/// How a [`DurableScheduler`] works; the defaults suit jobs due from
-/// seconds to years ahead.
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub struct Config {
-    /// How far ahead the jobs in memory reach (60 s).
-    pub window: Duration,
-    /// How often the store is asked for the next window (10 s; at most
-    /// half the window, so that no job is placed late).
-    pub poll_interval: Duration,
-    /// How long a claim lasts before another process may take the job
-    /// over; renewed every third of it while the handler runs (60 s).
-    pub lease: Duration,
-    /// Runs of an occurrence before the job is dead (5).
-    pub max_attempts: u32,
-    /// The first retry's delay, doubled for each later one (1 s) ...
-    pub retry_initial: Duration,
-    /// ... up to this (5 min).
-    pub retry_max: Duration,
-    /// How long a job whose handler is not registered waits before it is
-    /// looked at again (60 s).
-    pub unhandled_wait: Duration,
-    /// The most jobs a poll places (10,000).
-    pub batch: usize,
-    /// How long a one-shot job that succeeded is kept, as
-    /// [`JobState::Done`], for inspection (zero, the default: it is
-    /// deleted by the run's own finish).
-    pub keep_done: Duration,
-    /// How long a dead job is kept for inspection and a manual
-    /// [`retry`](DurableScheduler::retry) before it is deleted (7 days).
-    pub keep_dead: Duration,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            window: Duration::from_secs(60),
-            poll_interval: Duration::from_secs(10),
-            lease: Duration::from_secs(60),
-            max_attempts: 5,
-            retry_initial: Duration::from_secs(1),
-            retry_max: Duration::from_secs(300),
-            unhandled_wait: Duration::from_secs(60),
-            batch: 10_000,
-            keep_done: Duration::ZERO,
-            keep_dead: Duration::from_secs(7 * 24 * 3600),
-        }
-    }
-}
+/// How long an API call keeps trying a store that fails transiently (its
+/// connection lost, its file locked) before it returns the error.
+const API_RETRY_FOR: Duration = Duration::from_secs(10);
 
 /// A job as the store holds it, for inspection.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct JobInfo {
     /// Its key.
     pub key: String,
@@ -102,12 +31,18 @@ pub struct JobInfo {
     pub payload: Vec<u8>,
     /// Its state.
     pub state: JobState,
-    /// When it fires next (for a dead or done job: when it last was due).
+    /// When it fires next (for a running job: when the run was due; for a
+    /// dead or done job: when it last was due).
     pub next_fire: SystemTime,
     /// The attempts of its current occurrence so far.
     pub attempt: u32,
     /// Why its last run failed, if it did.
     pub last_error: Option<String>,
+    /// For a running job: the readable name of the scheduler that runs it
+    /// ([`Config::name`]), if it has one.
+    pub owner_name: Option<String>,
+    /// For a running job: when its lease ends, unless renewed.
+    pub lease_until: Option<SystemTime>,
 }
 
 impl From<Row> for JobInfo {
@@ -117,14 +52,16 @@ impl From<Row> for JobInfo {
             name: row.name,
             payload: row.payload,
             state: row.state,
-            next_fire: from_millis(row.next_fire),
+            next_fire: time::system_time(row.next_fire),
             attempt: row.attempt,
             last_error: row.last_error,
+            owner_name: row.owner_name,
+            lease_until: row.lease_until.map(time::system_time),
         }
     }
 }
 
-/// Durable jobs run on a [`ScheduledExecutor`] (module doc).
+/// Durable jobs run on a [`ScheduledExecutor`] (see the crate docs).
 ///
 /// ```
 /// use chronopool::ScheduledExecutor;
@@ -146,106 +83,74 @@ impl From<Row> for JobInfo {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct DurableScheduler {
-    inner: Arc<Inner>,
+    shared: Arc<Shared>,
+    store: Arc<dyn Store>,
+    /// The API's connection.
+    api: Mutex<Box<dyn Conn>>,
+    /// The loops' channels until `start`, then the loops until `shutdown`.
+    state: Mutex<Lifecycle>,
 }
 
-struct Inner {
-    store: Box<dyn Store>,
-    executor: WeakExecutor,
-    handlers: RwLock<HashMap<String, Arc<Handler>>>,
-    /// Who claims: unique per scheduler (process id, then a counter).
-    owner: String,
-    config: Config,
-    /// The jobs placed in the executor's timer, and the fire time each was
-    /// placed for.
-    placed: Mutex<HashMap<String, i64>>,
-    poller: Mutex<Option<PeriodicHandle>>,
-    /// `start` was called: until then nothing is placed or run here.
-    started: std::sync::atomic::AtomicBool,
-    /// The runs in progress here, whose leases `renewer` renews.
-    leases: Arc<Leases>,
-    renewer: Mutex<Option<std::thread::JoinHandle<()>>>,
-    counters: Counters,
-    /// Due jobs to claim, and runs to finish, in batches (`batch.rs`).
-    claims: Batcher<Claim>,
-    endings: Batcher<Ending>,
+enum Lifecycle {
+    Made(Channels),
+    Started(Engine),
+    Stopped,
 }
-
-/// A placement that fell due: a job to claim.
-struct Claim {
-    key: String,
-    /// It is a run whose lease expired.
-    expired: bool,
-}
-
-/// A run that ended: how to finish it.
-struct Ending {
-    key: String,
-    name: String,
-    finish: Finish,
-}
-
-/// The most claims or finishes one statement carries.
-const BATCH_LIMIT: usize = 1000;
 
 impl DurableScheduler {
     /// A scheduler on `executor`, its jobs in the SQLite file at `path`
-    /// (created if need be).
+    /// (created, readable by its owner only, if need be).
     ///
     /// # Errors
     ///
+    /// [`DurableError::Config`] for a setting of `config` that cannot work;
     /// [`DurableError::Store`] if the file cannot be opened or migrated.
+    #[cfg(feature = "sqlite")]
     pub fn sqlite(
         executor: &ScheduledExecutor,
         path: impl AsRef<std::path::Path>,
         config: Config,
     ) -> Result<Self, DurableError> {
-        Ok(Self::with_store(
-            executor,
-            Box::new(SqliteStore::open(path)?),
-            config,
-        ))
+        config.validate()?;
+        let (store, api) = crate::store::sqlite::SqliteStore::open(path.as_ref())?;
+        Ok(Self::with_store(executor, Arc::new(store), api, config))
     }
 
     /// A scheduler on `executor`, its jobs in the PostgreSQL database
-    /// `params` names (a libpq connection string), shared with every other
-    /// scheduler on that database: each job runs in one of them.
+    /// `params` names (a libpq connection string, `"host=db user=app
+    /// dbname=app"`, or a URL, `"postgres://app@db/app"`; no TLS), shared
+    /// with every other scheduler on that database: each job runs in one
+    /// of them.
     ///
     /// # Errors
     ///
-    /// [`DurableError::Store`] if the database cannot be reached or
-    /// migrated.
+    /// [`DurableError::Config`] for a setting of `config` that cannot work;
+    /// [`DurableError::Store`] if `params` cannot be read, or the database
+    /// cannot be reached or migrated (a transient error if it may be
+    /// reached later: the server refused the connection, say).
+    #[cfg(feature = "postgres")]
     pub fn postgres(
         executor: &ScheduledExecutor,
         params: &str,
         config: Config,
     ) -> Result<Self, DurableError> {
-        Ok(Self::with_store(
-            executor,
-            Box::new(PgStore::connect(params)?),
-            config,
-        ))
+        config.validate()?;
+        let (store, api) = crate::store::postgres::PgStore::open(params)?;
+        Ok(Self::with_store(executor, Arc::new(store), api, config))
     }
 
-    fn with_store(executor: &ScheduledExecutor, store: Box<dyn Store>, config: Config) -> Self {
-        static SCHEDULERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = SCHEDULERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    fn with_store(
+        executor: &ScheduledExecutor,
+        store: Arc<dyn Store>,
+        api: Box<dyn Conn>,
+        config: Config,
+    ) -> Self {
+        let (shared, channels) = Shared::new(executor, config);
         DurableScheduler {
-            inner: Arc::new(Inner {
-                store,
-                executor: executor.downgrade(),
-                handlers: RwLock::default(),
-                owner: format!("{}-{n}", std::process::id()),
-                config,
-                placed: Mutex::default(),
-                poller: Mutex::default(),
-                started: std::sync::atomic::AtomicBool::new(false),
-                leases: Arc::default(),
-                renewer: Mutex::default(),
-                counters: Counters::default(),
-                claims: Batcher::new(BATCH_LIMIT),
-                endings: Batcher::new(BATCH_LIMIT),
-            }),
+            shared,
+            store,
+            api: Mutex::new(api),
+            state: Mutex::new(Lifecycle::Made(channels)),
         }
     }
 
@@ -265,54 +170,97 @@ impl DurableScheduler {
         name: &str,
         handler: impl Fn(&JobContext<'_>) -> Result<(), JobError> + Send + Sync + 'static,
     ) {
-        self.inner
+        self.shared
             .handlers
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .insert(name.to_owned(), Arc::new(handler));
     }
 
-    /// Starts the loop that places due jobs in the executor's timer (and
-    /// places the first window at once), and the thread that renews the
-    /// leases of the runs in progress (`lease.rs`). Calling it again does
-    /// nothing.
+    fn state(&self) -> MutexGuard<'_, Lifecycle> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts the scheduler's two threads (one claims, runs and finishes
+    /// jobs, one polls the store) and its poll task on the executor, which
+    /// places the first window at once. Until then nothing is placed or
+    /// run here. Calling it again does nothing.
     ///
     /// # Errors
     ///
-    /// [`DurableError::Executor`] if the executor is shut down or the
-    /// renewal thread cannot be started.
+    /// [`DurableError::Executor`] if the executor is shut down or gone, a
+    /// thread cannot be started, or the scheduler was shut down.
     pub fn start(&self) -> Result<(), DurableError> {
-        let mut poller = self.inner.poller.lock().unwrap_or_else(|p| p.into_inner());
-        if poller.is_some() {
-            return Ok(());
-        }
-        let executor = self.inner.executor()?;
-        let every = (self.inner.config.lease / 3).max(Duration::from_millis(1));
-        let (leases, weak) = (Arc::clone(&self.inner.leases), Arc::downgrade(&self.inner));
-        let renewer = std::thread::Builder::new()
-            .name("chronopool-durable-lease".into())
-            .spawn(move || Inner::renew_leases(&leases, &weak, every))
-            .map_err(|e| DurableError::Executor(format!("the lease thread: {e}")))?;
-        *self.inner.renewer.lock().unwrap_or_else(|p| p.into_inner()) = Some(renewer);
-        self.inner
-            .started
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let weak = Arc::downgrade(&self.inner);
-        let handle = executor
-            .task()
-            .name("chronopool-durable-poll")
-            .schedule_with_fixed_delay(
-                move || {
-                    if let Some(inner) = weak.upgrade() {
-                        inner.poll();
+        let mut state = self.state();
+        match std::mem::replace(&mut *state, Lifecycle::Stopped) {
+            Lifecycle::Made(channels) => {
+                match engine::start(&self.shared, Arc::clone(&self.store), channels) {
+                    Ok(engine) => {
+                        *state = Lifecycle::Started(engine);
+                        Ok(())
                     }
-                },
-                Duration::ZERO,
-                self.inner.config.poll_interval,
-            )
-            .map_err(|e| DurableError::Executor(e.to_string()))?;
-        *poller = Some(handle);
-        Ok(())
+                    Err(e) => Err(e),
+                }
+            }
+            started @ Lifecycle::Started(_) => {
+                *state = started;
+                Ok(())
+            }
+            Lifecycle::Stopped => Err(DurableError::Executor("the scheduler was shut down".into())),
+        }
+    }
+
+    /// Stops this scheduler: nothing more is placed or claimed here (the
+    /// jobs placed in the executor's timer are cancelled: they stay in the
+    /// store, for the next process), and the runs in progress go on until
+    /// their handlers return, their outcomes stored. Waits up to `timeout`
+    /// for that; true if every run in progress had its outcome stored (the
+    /// scheduler's threads then have ended), false if some were still
+    /// going (they go on, and the scheduler's run thread stores their
+    /// outcomes and ends after them). The executor is not shut down.
+    /// Calling it again does nothing and returns true.
+    ///
+    /// Dropping the scheduler does the same without waiting.
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use chronopool_durable::{Config, DurableScheduler};
+    /// use std::time::Duration;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let pool = ScheduledExecutor::builder().worker_threads(2).build()?;
+    /// let jobs = DurableScheduler::sqlite(&pool, dir.path().join("jobs.db"), Config::default())?;
+    /// jobs.start()?;
+    /// assert!(jobs.shutdown(Duration::from_secs(5)));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn shutdown(&self, timeout: Duration) -> bool {
+        let engine = match std::mem::replace(&mut *self.state(), Lifecycle::Stopped) {
+            Lifecycle::Started(engine) => engine,
+            Lifecycle::Made(_) | Lifecycle::Stopped => return true,
+        };
+        engine.stop(&self.shared, timeout)
+    }
+
+    /// Runs `f` on the API's connection; a transient failure is tried
+    /// again after a back-off for up to [`API_RETRY_FOR`].
+    fn api<R>(
+        &self,
+        mut f: impl FnMut(&mut dyn Conn) -> Result<R, StoreError>,
+    ) -> Result<R, DurableError> {
+        let mut conn = self.api.lock().unwrap_or_else(|p| p.into_inner());
+        let give_up = Instant::now() + API_RETRY_FOR;
+        let mut backoff = Duration::from_millis(10);
+        loop {
+            match f(&mut **conn) {
+                Ok(value) => return Ok(value),
+                Err(e) if e.is_transient() && Instant::now() + backoff < give_up => {
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Stores the job `key` (replacing the job of that key, if any: a key
@@ -322,7 +270,8 @@ impl DurableScheduler {
     ///
     /// # Errors
     ///
-    /// [`DurableError::Schedule`] for a schedule that cannot fire,
+    /// [`DurableError::Schedule`] for a schedule that cannot fire or whose
+    /// times a store cannot hold (after the year 9999, say),
     /// [`DurableError::Store`] if the store failed.
     pub fn schedule(
         &self,
@@ -331,11 +280,12 @@ impl DurableScheduler {
         payload: impl AsRef<[u8]>,
         schedule: Schedule,
     ) -> Result<(), DurableError> {
-        self.schedule_with(key, name, payload, schedule, Misfire::default())
+        self.schedule_all([Job::new(key, name, payload.as_ref(), schedule)])
     }
 
-    /// [`schedule`](Self::schedule), with a policy for the runs a
-    /// recurring job misses while no process runs it.
+    /// [`schedule`](Self::schedule), with a policy for the occurrences a
+    /// recurring job misses while no process runs it (see
+    /// [`Job::missed_runs`]).
     ///
     /// # Errors
     ///
@@ -346,9 +296,9 @@ impl DurableScheduler {
         name: &str,
         payload: impl AsRef<[u8]>,
         schedule: Schedule,
-        misfire: Misfire,
+        missed: MissedRuns,
     ) -> Result<(), DurableError> {
-        self.schedule_all([Job::new(key, name, payload.as_ref(), schedule).misfire(misfire)])
+        self.schedule_all([Job::new(key, name, payload.as_ref(), schedule).missed_runs(missed)])
     }
 
     /// [`schedule`](Self::schedule) with `value` as the payload, in JSON
@@ -376,8 +326,9 @@ impl DurableScheduler {
     ///
     /// # Errors
     ///
-    /// [`DurableError::Schedule`] for a schedule that cannot fire (nothing
-    /// is stored), [`DurableError::Store`] if the store failed.
+    /// [`DurableError::Schedule`] for a schedule that cannot fire or be
+    /// stored (nothing is stored), [`DurableError::Store`] if the store
+    /// failed.
     ///
     /// ```
     /// use chronopool::ScheduledExecutor;
@@ -396,31 +347,39 @@ impl DurableScheduler {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn schedule_all(&self, jobs: impl IntoIterator<Item = Job>) -> Result<(), DurableError> {
-        let now = self.inner.now()?;
+        let now = self.shared.now_micros();
         let rows = jobs
             .into_iter()
             .map(|job| {
                 let (recurrence, first) = job.schedule.first(now)?;
-                Ok(Row {
+                let catch_up = job
+                    .catch_up
+                    .map(|w| {
+                        time::duration_micros(w).ok_or_else(|| {
+                            DurableError::Schedule(format!(
+                                "a catch-up window of {w:?} is longer than 9,999 years"
+                            ))
+                        })
+                    })
+                    .transpose()?;
+                Ok(NewJob {
                     key: job.key,
                     name: job.name,
                     payload: job.payload,
                     recurrence: recurrence.encode(),
-                    next_fire: millis(first),
-                    state: JobState::Scheduled,
-                    attempt: 0,
-                    misfire: job.misfire,
-                    last_error: None,
+                    next_fire: first,
+                    missed: job.missed,
+                    catch_up,
                 })
             })
-            .collect::<Result<Vec<Row>, DurableError>>()?;
+            .collect::<Result<Vec<NewJob>, DurableError>>()?;
         if rows.is_empty() {
             return Ok(());
         }
-        self.inner.store.upsert(&rows)?;
+        self.api(|conn| conn.upsert(&rows))?;
         for row in &rows {
-            self.inner
-                .place_if_near(&row.key, &row.name, row.next_fire, millis(now));
+            self.shared
+                .place_if_near(&row.key, &row.name, row.next_fire, now);
         }
         Ok(())
     }
@@ -432,7 +391,7 @@ impl DurableScheduler {
     ///
     /// [`DurableError::Store`] if the store failed.
     pub fn cancel(&self, key: &str) -> Result<bool, DurableError> {
-        self.inner.store.delete(key)
+        self.api(|conn| conn.delete(key))
     }
 
     /// The job `key`, as stored.
@@ -441,12 +400,12 @@ impl DurableScheduler {
     ///
     /// [`DurableError::Store`] if the store failed.
     pub fn job(&self, key: &str) -> Result<Option<JobInfo>, DurableError> {
-        Ok(self.inner.store.get(key)?.map(JobInfo::from))
+        Ok(self.api(|conn| conn.get(key))?.map(JobInfo::from))
     }
 
     /// What this scheduler has counted since it was made.
     pub fn metrics(&self) -> DurableMetrics {
-        self.inner.counters.snapshot()
+        self.shared.counters.snapshot()
     }
 
     /// The jobs that failed `max_attempts` times, or with a permanent
@@ -456,13 +415,8 @@ impl DurableScheduler {
     ///
     /// [`DurableError::Store`] if the store failed.
     pub fn dead_jobs(&self) -> Result<Vec<JobInfo>, DurableError> {
-        Ok(self
-            .inner
-            .store
-            .list(JobState::Dead)?
-            .into_iter()
-            .map(JobInfo::from)
-            .collect())
+        let rows = self.api(|conn| conn.list(JobState::Dead))?;
+        Ok(rows.into_iter().map(JobInfo::from).collect())
     }
 
     /// Runs the dead job `key` again, now, its attempts reset; false if it
@@ -472,348 +426,32 @@ impl DurableScheduler {
     ///
     /// [`DurableError::Store`] if the store failed.
     pub fn retry(&self, key: &str) -> Result<bool, DurableError> {
-        let now = millis(self.inner.now()?);
-        let revived = self.inner.store.revive(key, now)?;
-        if let (true, Some(row)) = (revived, self.inner.store.get(key)?) {
-            self.inner.place_if_near(key, &row.name, now, now);
+        let now = self.shared.now_micros();
+        let revived = self.api(|conn| conn.revive(key, now))?;
+        if revived {
+            if let Some(row) = self.api(|conn| conn.get(key))? {
+                self.shared.place_if_near(key, &row.name, now, now);
+            }
         }
         Ok(revived)
     }
 }
 
 impl Drop for DurableScheduler {
-    /// Stops the loop and the lease thread (and waits for it); jobs
-    /// placed in the executor's timer find the scheduler gone and do
-    /// nothing (they stay in the store). A handler still running keeps its
-    /// lease until it ends or the lease expires.
+    /// [`shutdown`](DurableScheduler::shutdown) without waiting: the runs
+    /// in progress go on, and the scheduler's run thread stores their
+    /// outcomes, then ends.
     fn drop(&mut self) {
-        if let Some(poller) = self
-            .inner
-            .poller
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            poller.cancel();
-        }
-        self.inner.leases.stop();
-        let renewer = self
-            .inner
-            .renewer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(renewer) = renewer {
-            // The thread holds no strong reference between renewals, and
-            // its store calls end (a PostgreSQL reconnect gives up after
-            // about 10 s), so this wait ends.
-            let _ = renewer.join();
-        }
+        self.shutdown(Duration::ZERO);
     }
 }
 
 impl std::fmt::Debug for DurableScheduler {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DurableScheduler")
-            .field("owner", &self.inner.owner)
-            .field("config", &self.inner.config)
+            .field("owner", &self.shared.owner.id)
+            .field("config", &self.shared.config)
+            .field("store", &self.store)
             .finish_non_exhaustive()
-    }
-}
-
-impl Inner {
-    fn executor(&self) -> Result<ScheduledExecutor, DurableError> {
-        self.executor
-            .upgrade()
-            .ok_or_else(|| DurableError::Executor("the executor is gone".into()))
-    }
-
-    fn now(&self) -> Result<SystemTime, DurableError> {
-        Ok(self.executor()?.system_time())
-    }
-
-    /// Counts and reports a failed store operation, and drops its error
-    /// (its work is done again later: module doc).
-    fn ok<T>(&self, what: &str, result: Result<T, DurableError>) -> Option<T> {
-        result.map_err(|e| self.counters.store_error(what, &e)).ok()
-    }
-
-    /// Places the job `key` if it fires within the window from `now` and
-    /// this scheduler was started.
-    /// (A job no handler here can run is left to the poll: see `poll`.)
-    fn place_if_near(self: &Arc<Self>, key: &str, name: &str, fire: i64, now: i64) {
-        let started = self.started.load(std::sync::atomic::Ordering::SeqCst);
-        let near = fire <= now.saturating_add(millis_of(self.config.window));
-        if started && near && self.has_handler(name) {
-            self.place(key, fire, false);
-        }
-    }
-
-    fn has_handler(&self, name: &str) -> bool {
-        self.handlers
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(name)
-    }
-
-    /// Places the job `key` in the executor's timer at `fire`, unless it
-    /// is placed for that time already. `expired`: it is a run whose
-    /// lease expired, to take over.
-    fn place(self: &Arc<Self>, key: &str, fire: i64, expired: bool) {
-        {
-            let mut placed = self.placed.lock().unwrap_or_else(|p| p.into_inner());
-            if placed.get(key) == Some(&fire) {
-                return;
-            }
-            placed.insert(key.to_owned(), fire);
-        }
-        let Ok(executor) = self.executor() else {
-            return;
-        };
-        self.counters.placed(key, fire);
-        let (weak, owned_key) = (Arc::downgrade(self), key.to_owned());
-        let placed = executor.schedule_at_system_time(
-            move || {
-                if let Some(inner) = Weak::upgrade(&weak) {
-                    inner.fire(&owned_key, fire, expired);
-                }
-            },
-            from_millis(fire),
-        );
-        if placed.is_err() {
-            // Shut down: the job stays in the store for the next process.
-            self.unplace(key, fire);
-        }
-    }
-
-    fn unplace(&self, key: &str, fire: i64) {
-        let mut placed = self.placed.lock().unwrap_or_else(|p| p.into_inner());
-        if placed.get(key) == Some(&fire) {
-            placed.remove(key);
-        }
-    }
-
-    /// One turn of the loop: places the jobs due within the window, and
-    /// deletes the done and dead jobs past their retention.
-    fn poll(self: &Arc<Self>) {
-        let Ok(now) = self.now().map(millis) else {
-            return;
-        };
-        let until = now.saturating_add(millis_of(self.config.window));
-        // A store that fails now is asked again at the next turn.
-        let due = self.store.due(until, &self.owner, self.config.batch);
-        let Some(due) = self.ok("due", due) else {
-            return;
-        };
-        let unhandled_wait = millis_of(self.config.unhandled_wait);
-        for Due {
-            key,
-            name,
-            fire,
-            expired,
-        } in due
-        {
-            // A job no handler here can run is left to the schedulers that
-            // can, for `unhandled_wait`; then this one claims it to record
-            // why it waits (and to retry it later).
-            if self.has_handler(&name) || fire.saturating_add(unhandled_wait) <= now {
-                self.place(&key, fire, expired);
-            }
-        }
-        let done_before = now.saturating_sub(millis_of(self.config.keep_done));
-        let dead_before = now.saturating_sub(millis_of(self.config.keep_dead));
-        if let Some(n) = self.ok("clean", self.store.clean(done_before, dead_before)) {
-            self.counters.cleaned(n);
-        }
-    }
-
-    /// A placement fell due: claim it, in a batch with the others due
-    /// meanwhile (`batch.rs`), then run and finish it (module doc).
-    fn fire(self: &Arc<Self>, key: &str, fire: i64, expired: bool) {
-        self.unplace(key, fire);
-        let claim = Claim {
-            key: key.to_owned(),
-            expired,
-        };
-        self.claims.push(claim, |batch| self.claim_batch(batch));
-    }
-
-    /// Claims a batch of due jobs in one statement, and hands each run to
-    /// a worker. A job not claimed (another process has it, it moved, or
-    /// it was cancelled) does nothing.
-    fn claim_batch(self: &Arc<Self>, batch: Vec<Claim>) {
-        let Ok(executor) = self.executor() else {
-            return;
-        };
-        let now = executor.system_time();
-        let lease_until = millis(now).saturating_add(millis_of(self.config.lease));
-        let keys: Vec<String> = batch.iter().map(|c| c.key.clone()).collect();
-        let Some(rows) = self.ok(
-            "claim",
-            self.store
-                .claim(&keys, &self.owner, millis(now), lease_until),
-        ) else {
-            return;
-        };
-        let expired: std::collections::HashSet<&str> = batch
-            .iter()
-            .filter(|c| c.expired)
-            .map(|c| c.key.as_str())
-            .collect();
-        for row in rows {
-            let taken_over = expired.contains(row.key.as_str());
-            self.counters.claimed(&row.key, row.attempt, taken_over);
-            // Renewed from the claim to the stored finish: while the run
-            // waits for a worker, runs, and waits for its finish's batch.
-            self.leases.hold(&row.key);
-            let handler = self
-                .handlers
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&row.name)
-                .cloned();
-            let Some(handler) = handler else {
-                let finish = Finish::Retry {
-                    next_fire: millis(now).saturating_add(millis_of(self.config.unhandled_wait)),
-                    error: format!("no handler is registered for {:?}", row.name),
-                    uncount: 1,
-                };
-                self.end(row.key, row.name, finish);
-                continue;
-            };
-            let (inner, key) = (Arc::clone(self), row.key.clone());
-            let handed = executor.execute(move || {
-                let finish = inner.run(&row, &*handler, now);
-                inner.end(row.key, row.name, finish);
-            });
-            if handed.is_err() {
-                // Shut down: the claim stays, and its lease expires.
-                self.leases.release(&key);
-                self.counters.finished(&key, Outcome::Lost, None);
-            }
-        }
-    }
-
-    /// A run ended: store how, in a batch with the others ending meanwhile.
-    fn end(self: &Arc<Self>, key: String, name: String, finish: Finish) {
-        let ending = Ending { key, name, finish };
-        self.endings.push(ending, |batch| self.finish_batch(batch));
-    }
-
-    /// Stores a batch of finishes, counts them, and places the next fire
-    /// of each recurring or retried job that falls inside the window.
-    fn finish_batch(self: &Arc<Self>, batch: Vec<Ending>) {
-        let mut runs = Vec::with_capacity(batch.len());
-        let mut names = Vec::with_capacity(batch.len());
-        for Ending { key, name, finish } in batch {
-            runs.push((key, finish));
-            names.push(name);
-        }
-        // A finish the store refused (the job is another's now) or could
-        // not take (its lease expires, and the job runs again) is lost.
-        let stored = self
-            .ok("finish", self.store.finish(&self.owner, &runs))
-            .unwrap_or_else(|| vec![false; runs.len()]);
-        let now = self.now().map(millis);
-        for (((key, finish), name), stored) in runs.iter().zip(&names).zip(stored) {
-            self.leases.release(key);
-            let (outcome, next, error) = match finish {
-                Finish::Done { .. } => (Outcome::Succeeded, None, None),
-                Finish::Next { next_fire } => (Outcome::Succeeded, Some(*next_fire), None),
-                Finish::Retry {
-                    next_fire, error, ..
-                } => (Outcome::Retried, Some(*next_fire), Some(error.as_str())),
-                Finish::Dead { error, .. } => (Outcome::Dead, None, Some(error.as_str())),
-            };
-            if !stored {
-                self.counters.finished(key, Outcome::Lost, error);
-                continue;
-            }
-            self.counters.finished(key, outcome, error);
-            if let (Some(next), Ok(now)) = (next, &now) {
-                self.place_if_near(key, name, next, *now);
-            }
-        }
-    }
-
-    /// Runs `row`'s handler, and says how the run ends.
-    fn run(&self, row: &Row, handler: &Handler, now: SystemTime) -> Finish {
-        let recurrence = match Recurrence::decode(&row.recurrence) {
-            Ok(recurrence) => recurrence,
-            Err(e) => {
-                return Finish::Dead {
-                    error: e.to_string(),
-                    at: millis(now),
-                }
-            }
-        };
-        let due = from_millis(row.next_fire);
-        let skip = row.misfire == Misfire::Skip
-            && row.attempt == 1
-            && recurrence != Recurrence::Once
-            && recurrence
-                .next_after(due)
-                .ok()
-                .flatten()
-                .is_some_and(|next| next <= now);
-        let outcome = if skip {
-            Ok(())
-        } else {
-            let context = JobContext { row, due };
-            catch_unwind(AssertUnwindSafe(|| handler(&context)))
-                .unwrap_or_else(|_| Err(JobError::retry("the handler panicked")))
-        };
-        let after = self.now().unwrap_or(now);
-        match outcome {
-            Ok(()) => match recurrence.after_run(due, after, row.misfire) {
-                Ok(Some(next)) => Finish::Next {
-                    next_fire: millis(next),
-                },
-                Ok(None) => Finish::Done {
-                    at: millis(after),
-                    keep: !self.config.keep_done.is_zero(),
-                },
-                Err(e) => Finish::Dead {
-                    error: e.to_string(),
-                    at: millis(after),
-                },
-            },
-            Err(error) if error.is_permanent() || row.attempt >= self.config.max_attempts => {
-                Finish::Dead {
-                    error: error.message().to_owned(),
-                    at: millis(after),
-                }
-            }
-            Err(error) => {
-                let doublings = row.attempt.saturating_sub(1).min(30);
-                let delay = self
-                    .config
-                    .retry_initial
-                    .saturating_mul(1 << doublings)
-                    .min(self.config.retry_max);
-                Finish::Retry {
-                    next_fire: millis(after + delay),
-                    error: error.message().to_owned(),
-                    uncount: 0,
-                }
-            }
-        }
-    }
-
-    /// The lease thread's loop (`lease.rs`): every `every`, while runs are
-    /// in progress, extends their leases by a lease from now. It holds the
-    /// scheduler only while it renews, so that the scheduler can go.
-    fn renew_leases(leases: &Leases, weak: &Weak<Inner>, every: Duration) {
-        while let Some(keys) = leases.next_renewal(every) {
-            let Some(inner) = weak.upgrade() else {
-                return;
-            };
-            if let Ok(now) = inner.now() {
-                let until = millis(now).saturating_add(millis_of(inner.config.lease));
-                if let Some(n) = inner.ok("renew", inner.store.renew(&keys, &inner.owner, until)) {
-                    inner.counters.renewed(n);
-                }
-            }
-        }
     }
 }

@@ -29,7 +29,11 @@ fn manual_config() -> Config {
     let mut config = Config::default();
     config.window = DAY;
     config.poll_interval = DAY / 2;
-    config.retry_initial = Duration::from_secs(60);
+    config.retry = chronopool::trigger::Backoff::exponential(
+        Duration::from_secs(60),
+        2.0,
+        Duration::from_secs(300),
+    );
     config
 }
 

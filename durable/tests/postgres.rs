@@ -15,9 +15,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use chronopool::{ManualClock, ScheduledExecutor};
+use chronopool::{ManualClock, MissedRuns, ScheduledExecutor};
 use chronopool_durable::{
-    Config, DurableError, DurableScheduler, Job, JobError, JobState, Misfire, Schedule,
+    Config, DurableError, DurableScheduler, Job, JobError, JobState, Schedule,
 };
 use common::PgServer;
 
@@ -29,7 +29,11 @@ fn manual_config() -> Config {
     let mut config = Config::default();
     config.window = DAY;
     config.poll_interval = DAY / 2;
-    config.retry_initial = Duration::from_secs(60);
+    config.retry = chronopool::trigger::Backoff::exponential(
+        Duration::from_secs(60),
+        2.0,
+        Duration::from_secs(300),
+    );
     config.max_attempts = 2;
     // Dead jobs stay for the whole test (the default is 7 days).
     config.keep_dead = 365 * DAY;
@@ -281,7 +285,7 @@ fn cluster(kill_one: bool) -> Runs {
     // RunAll: a late occurrence still runs, so every one is in the log.
     for n in 0..50 {
         let every = Schedule::Every(Duration::from_millis(400));
-        jobs.schedule_with(&format!("every-{n}"), "work", b"", every, Misfire::RunAll)
+        jobs.schedule_with(&format!("every-{n}"), "work", b"", every, MissedRuns::Burst)
             .unwrap();
     }
     let mut members: Vec<Child> = (0..3).map(|_| member(&params, &log)).collect();

@@ -4,11 +4,12 @@
 //! by another scheduler.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+use chronopool::MissedRuns;
 use chronopool::{ManualClock, ScheduledExecutor, MANUAL_CLOCK_START};
-use chronopool_durable::{Config, DurableScheduler, JobState, Misfire, Schedule};
+use chronopool_durable::{Config, DurableScheduler, Job, JobState, Schedule};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -34,7 +35,11 @@ fn manual_config() -> Config {
     let mut config = Config::default();
     config.window = DAY;
     config.poll_interval = DAY / 2;
-    config.retry_initial = Duration::from_secs(60);
+    config.retry = chronopool::trigger::Backoff::exponential(
+        Duration::from_secs(60),
+        2.0,
+        Duration::from_secs(300),
+    );
     config
 }
 
@@ -196,24 +201,26 @@ fn jobs_survive_a_restart_on_the_same_file() {
     assert_eq!(runs.iter().filter(|r| r.0 == "hourly").count(), 49);
 }
 
+/// The core's `MissedRuns`, same meanings, and a catch-up window.
 #[test]
-fn misfires_follow_their_policy() {
+fn missed_runs_follow_their_policy() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("jobs.db");
     let clock = ManualClock::new();
     {
         let pool = pool_on(&clock);
         let jobs = DurableScheduler::sqlite(&pool, &path, manual_config()).unwrap();
-        for (key, misfire) in [
-            ("once", Misfire::RunOnce),
-            ("skip", Misfire::Skip),
-            ("all", Misfire::RunAll),
-        ] {
-            jobs.schedule_with(key, "tick", b"", Schedule::Every(HOUR), misfire)
-                .unwrap();
-        }
+        let hourly = |key: &str| Job::new(key, "tick", "", Schedule::Every(HOUR));
+        jobs.schedule_all([
+            hourly("skip").missed_runs(MissedRuns::Skip),
+            hourly("burst").missed_runs(MissedRuns::Burst),
+            hourly("delay").missed_runs(MissedRuns::Delay),
+            hourly("none-late").catch_up(HOUR / 2),
+        ])
+        .unwrap();
     }
-    // Down for 10 hours and a half: 10 runs missed.
+    // Down for 10 hours and a half: 10 runs missed (the first due at 1 h,
+    // the last at 10 h).
     clock.advance(10 * HOUR + HOUR / 2);
     let pool = pool_on(&clock);
     let jobs = DurableScheduler::sqlite(&pool, &path, manual_config()).unwrap();
@@ -221,9 +228,21 @@ fn misfires_follow_their_policy() {
     jobs.start().unwrap();
     clock.advance(Duration::ZERO);
     let count = |key: &str| runs.lock().unwrap().iter().filter(|r| r.0 == key).count();
-    assert_eq!((count("once"), count("skip"), count("all")), (1, 0, 10));
-    clock.advance(HOUR);
-    assert_eq!((count("once"), count("skip"), count("all")), (2, 1, 11));
+    let counts = || {
+        (
+            count("skip"),
+            count("burst"),
+            count("delay"),
+            count("none-late"),
+        )
+    };
+    assert_eq!(counts(), (1, 10, 1, 0));
+    assert_eq!(jobs.metrics().skipped, 1);
+    // Skip keeps the phase (11 h); Delay shifts it (11.5 h).
+    clock.advance(HOUR / 2);
+    assert_eq!(counts(), (2, 11, 1, 1));
+    clock.advance(HOUR / 2);
+    assert_eq!(counts(), (2, 11, 2, 1));
 }
 
 #[test]
@@ -247,75 +266,4 @@ fn a_job_without_a_handler_waits_and_says_why() {
     let runs = recording(&jobs, &pool, "from-a-newer-version");
     clock.advance(DAY);
     assert_eq!(runs.lock().unwrap().len(), 1);
-}
-
-/// Real time: scheduler A claims a job and its handler hangs; A is dropped
-/// (its lease thread stops, as a crashed process's would), so the lease
-/// (300 ms) expires; scheduler B on the same file, which polls once, takes
-/// the job over when the lease ends. A's
-/// late finish stores nothing. (`tests/features.rs`: a hung handler of a
-/// live scheduler keeps its lease.)
-#[test]
-fn a_stalled_runs_lease_expires_and_another_scheduler_runs_the_job() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("jobs.db");
-    let mut config = Config::default();
-    config.lease = Duration::from_millis(300);
-    config.poll_interval = Duration::from_millis(50);
-    config.window = Duration::from_secs(1);
-
-    let pool_a = ScheduledExecutor::builder()
-        .worker_threads(1)
-        .build()
-        .unwrap();
-    let a = DurableScheduler::sqlite(&pool_a, &path, config.clone()).unwrap();
-    let (started_tx, started) = mpsc::channel();
-    let (release, hung) = mpsc::channel::<()>();
-    let started_tx = Mutex::new(started_tx);
-    let hung = Mutex::new(hung);
-    a.register("work", move |job| {
-        started_tx.lock().unwrap().send(job.attempt()).unwrap();
-        let _ = hung.lock().unwrap().recv();
-        Ok(())
-    });
-    a.start().unwrap();
-    a.schedule("j", "work", b"", Schedule::After(Duration::ZERO))
-        .unwrap();
-    assert_eq!(started.recv_timeout(Duration::from_secs(30)).unwrap(), 1);
-    drop(a);
-
-    let pool_b = ScheduledExecutor::builder()
-        .worker_threads(2)
-        .build()
-        .unwrap();
-    // B polls once, at its start, while A's lease still runs: B places the
-    // job at the lease's end and takes it over then, not at a next poll.
-    let mut config_b = config;
-    config_b.poll_interval = 24 * HOUR;
-    let b = DurableScheduler::sqlite(&pool_b, &path, config_b).unwrap();
-    let (done_tx, done) = mpsc::channel();
-    let done_tx = Mutex::new(done_tx);
-    b.register("work", move |job| {
-        done_tx.lock().unwrap().send(job.attempt()).unwrap();
-        Ok(())
-    });
-    b.start().unwrap();
-    assert_eq!(
-        done.recv_timeout(Duration::from_secs(30)).unwrap(),
-        2,
-        "taken over"
-    );
-    let finished = std::time::Instant::now() + Duration::from_secs(30);
-    while b.job("j").unwrap().is_some() {
-        assert!(std::time::Instant::now() < finished, "B finished it");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    release.send(()).unwrap();
-    drop(pool_a);
-    assert!(
-        b.job("j").unwrap().is_none(),
-        "A's late finish stored nothing"
-    );
-    let m = b.metrics();
-    assert_eq!((m.claimed, m.lease_expired, m.succeeded), (1, 1, 1));
 }

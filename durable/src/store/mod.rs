@@ -1,42 +1,59 @@
-//! Where durable jobs live: the [`Store`] trait the scheduler works
-//! through, and its SQLite implementation (`sqlite.rs`).
+//! Where durable jobs live: the [`Store`] that opens connections, the
+//! [`Conn`] every connection is, and the protocol both stores keep
+//! (`sqlite/`, `postgres/`).
 //!
-//! # The protocol every store keeps
+//! # The protocol
 //!
-//! A job is one row, keyed by the user's key. Its `state` is
-//! *scheduled* (waiting for `next_fire`), *running* (claimed by `owner`
-//! until `lease_until`), *done* (a one-shot job that succeeded, kept for
+//! A job is one row, keyed by the user's key. Its `state` is *scheduled*
+//! (waiting for `next_fire`), *running* (claimed by a run: its owner, its
+//! run number, its lease), *done* (a one-shot job that succeeded, kept for
 //! inspection when the scheduler is asked to) or *dead* (failed too often;
 //! kept for inspection and a manual retry). Done and dead rows carry
 //! `finished_at`, and are deleted once it is older than their retention.
 //!
-//! * **Claim** moves a row to *running*, for one owner and one lease, in
-//!   one statement that checks it is due: *scheduled* with `next_fire` at
-//!   or before now, or *running* with a lease that has expired (its owner
-//!   crashed or stalled). Of any number of processes that try at once,
-//!   one wins; the others see no row. The attempt count goes up by one.
-//! * **Finish** ends a run in one statement, only if the row is still
-//!   *running* for this owner: it deletes a one-shot job (or makes it
-//!   *done*), gives a recurring one its next fire time, schedules a retry,
-//!   or makes it *dead*. A run
-//!   whose lease expired and whose job another process claimed finishes
-//!   nothing (its result is the other process's to store).
+//! * **Claim** moves a row to *running* for one run, in one statement that
+//!   checks it is due: *scheduled* with `next_fire` at or before now, or
+//!   *running* with a lease that has expired (its owner crashed, stalled,
+//!   or lost the store for longer than the lease). Of any number of
+//!   schedulers that try at once, one wins; the others see no row. The
+//!   claim writes the run's **fence**: the claiming scheduler's owner id
+//!   (128 random bits drawn when it was made) and a run number unique to
+//!   that owner. The attempt count goes up by one. A claim sent again with
+//!   the same fence (its reply was lost) returns the rows it claimed the
+//!   first time, without counting them twice.
+//! * **Renew** extends the lease of a run, only if the row still carries
+//!   its fence: a lease that was taken over is never extended.
+//! * **Finish** ends a run, only if the row still carries its fence: it
+//!   deletes a one-shot job (or makes it *done*), gives a recurring one its
+//!   next fire time, schedules a retry, makes the job *dead*, or releases
+//!   the claim (back to *scheduled*, the attempt not counted: a run that
+//!   never started). A run whose job was taken over, scheduled again or
+//!   cancelled meanwhile finishes nothing: its fence is gone.
 //! * **Upsert** by key never duplicates: scheduling a key again replaces
-//!   the row, and a run in progress of the old one then finishes nothing.
-//!   A batch of upserts is one transaction: all are stored or none.
-//! * **Renew** extends the leases of an owner's running jobs, in one
-//!   statement for all of them.
-//! * Claims and finishes come in batches (`batch.rs`): each row of a batch
-//!   keeps the rule above, as if it were alone.
+//!   the row (and its fence), and a run in progress of the old one then
+//!   finishes nothing.
+//!
+//! **Transactions.** On both stores, a batch of upserts is one transaction
+//! (all are stored or none), and one [`Conn::exchange`] (the finishes,
+//! claims and renewals a scheduler's run loop gathered) is one transaction:
+//! each row in it keeps the rules above as if it were alone, and either all
+//! of the exchange is stored or none of it.
 //!
 //! So a job runs at least once after its `schedule` call returned, and
 //! exactly once while no process crashes or stalls past its lease.
 
-pub(crate) mod postgres;
-pub(crate) mod sqlite;
+use std::time::Duration;
 
-use crate::error::DurableError;
-use crate::schedule::Misfire;
+use chronopool::MissedRuns;
+
+use crate::error::StoreError;
+use crate::owner::Owner;
+use crate::time::Micros;
+
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
+#[cfg(feature = "sqlite")]
+pub(crate) mod sqlite;
 
 /// The state of a stored job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -44,7 +61,7 @@ use crate::schedule::Misfire;
 pub enum JobState {
     /// Waiting for its next fire time.
     Scheduled,
-    /// Claimed by a process that runs it.
+    /// Claimed by a scheduler that runs it.
     Running,
     /// Failed more often than allowed, or with a
     /// [permanent](crate::JobError::permanent) error: kept for inspection
@@ -58,22 +75,29 @@ pub enum JobState {
 }
 
 impl JobState {
-    pub(crate) fn code(self) -> i64 {
+    /// Its name in the stores' `state` column.
+    pub(crate) fn name(self) -> &'static str {
         match self {
-            JobState::Scheduled => 0,
-            JobState::Running => 1,
-            JobState::Dead => 2,
-            JobState::Done => 3,
+            JobState::Scheduled => "scheduled",
+            JobState::Running => "running",
+            JobState::Dead => "dead",
+            JobState::Done => "done",
         }
     }
 
-    pub(crate) fn from_code(code: i64) -> JobState {
-        match code {
-            1 => JobState::Running,
-            2 => JobState::Dead,
-            3 => JobState::Done,
-            _ => JobState::Scheduled,
-        }
+    /// The inverse of [`name`](Self::name).
+    pub(crate) fn of_name(name: &str) -> Result<JobState, StoreError> {
+        Ok(match name {
+            "scheduled" => JobState::Scheduled,
+            "running" => JobState::Running,
+            "dead" => JobState::Dead,
+            "done" => JobState::Done,
+            other => {
+                return Err(StoreError::other(format!(
+                    "a job state it cannot read: {other:?}"
+                )))
+            }
+        })
     }
 }
 
@@ -85,90 +109,187 @@ pub(crate) struct Row {
     pub(crate) payload: Vec<u8>,
     /// `Recurrence::encode`.
     pub(crate) recurrence: String,
-    /// Milliseconds since the epoch.
-    pub(crate) next_fire: i64,
+    pub(crate) next_fire: Micros,
     pub(crate) state: JobState,
     pub(crate) attempt: u32,
-    pub(crate) misfire: Misfire,
+    pub(crate) missed: MissedRuns,
+    pub(crate) catch_up: Option<Micros>,
     pub(crate) last_error: Option<String>,
+    /// The running run's owner's readable name, if it has one.
+    pub(crate) owner_name: Option<String>,
+    /// The running run's lease.
+    pub(crate) lease_until: Option<Micros>,
 }
 
-/// A job to place, from [`Store::due`].
+/// A job to store (upsert).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct NewJob {
+    pub(crate) key: String,
+    pub(crate) name: String,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) recurrence: String,
+    pub(crate) next_fire: Micros,
+    pub(crate) missed: MissedRuns,
+    pub(crate) catch_up: Option<Micros>,
+}
+
+/// A job to place, from [`Conn::due`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Due {
     pub(crate) key: String,
     /// Its handler's name.
     pub(crate) name: String,
-    /// When it fires (for a running job: when its lease ends).
-    pub(crate) fire: i64,
-    /// It is another owner's run, to take over if its lease expires.
+    /// When it fires (for a running job: just after its lease ends).
+    pub(crate) fire: Micros,
+    /// It is a run whose lease ends: to take over if it is not renewed.
     pub(crate) expired: bool,
+    /// The owner of that run.
+    pub(crate) owner: Option<String>,
 }
 
-/// How a run ends, for [`Store::finish`].
+/// What [`Conn::due`] looks for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DueQuery<'a> {
+    /// Jobs due by then (and runs whose lease ends by then).
+    pub(crate) until: Micros,
+    /// The handlers this scheduler has: only their jobs are listed, so
+    /// that the overdue jobs of other handlers never fill the `limit`.
+    pub(crate) names: &'a [String],
+    /// The most jobs listed.
+    pub(crate) limit: usize,
+    /// Jobs of other handlers due (or leases ended) before then are
+    /// listed too, at most `limit` of them: they have waited
+    /// `unhandled_wait` for a scheduler that has their handler.
+    pub(crate) unhandled_before: Micros,
+}
+
+/// A run's fence: the row it claimed carries its owner's id and this run
+/// number until the run ends, is taken over, or the job is replaced.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Fence {
+    pub(crate) key: String,
+    pub(crate) run: i64,
+}
+
+/// How a run ends, for [`Conn::exchange`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Finish {
-    /// A one-shot job succeeded at `at`: the row goes, or is kept as
-    /// *done* if `keep`.
-    Done { at: i64, keep: bool },
-    /// A recurring job ran: it waits for `next_fire`, its attempts reset.
-    Next { next_fire: i64 },
-    /// It failed, or could not run yet: it waits for `next_fire`, keeping
-    /// its attempt count less `uncount` (1 for a run that never started,
-    /// such as a job whose handler is not registered).
+    /// A one-shot job succeeded (or its occurrence was skipped) at `at`:
+    /// the row goes, or is kept as *done* if `keep`.
+    Done { at: Micros, keep: bool },
+    /// A recurring job ran (or skipped an occurrence): it waits for
+    /// `next_fire`, its attempts reset.
+    Next { next_fire: Micros },
+    /// It failed, or could not run here: it waits for `next_fire` with
+    /// `error`, keeping its attempt count (less one if `uncount`: a run
+    /// that never started, such as a job whose handler is not here).
     Retry {
-        next_fire: i64,
+        next_fire: Micros,
         error: String,
-        uncount: u32,
+        uncount: bool,
     },
     /// It failed for the last time, at `at`.
-    Dead { error: String, at: i64 },
+    Dead { error: String, at: Micros },
+    /// The claim is given back unrun: *scheduled* again at its fire time,
+    /// the attempt not counted (the executor refused the run).
+    Release,
 }
 
-/// What the scheduler needs of a store (module doc).
-pub(crate) trait Store: Send + Sync + 'static {
-    /// Inserts the jobs, or replaces the ones with their keys, in one
-    /// transaction (of two rows with one key, the later is stored).
-    fn upsert(&self, rows: &[Row]) -> Result<(), DurableError>;
+/// A claim of due jobs, for [`Conn::exchange`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Claim<'a> {
+    /// The keys to claim, each once.
+    pub(crate) keys: &'a [String],
+    /// The run number of every run this claim starts (a key is claimed at
+    /// most once by one claim, so key and number fence each run).
+    pub(crate) run: i64,
+    pub(crate) now: Micros,
+    pub(crate) lease_until: Micros,
+}
 
-    /// Up to `limit` jobs to place in memory, earliest first, with their
-    /// handler's name and the time each fires: scheduled ones due by
-    /// `until`, and running ones of other owners whose lease ends by
-    /// `until` (due when it ends: if it was not renewed by then, its owner
-    /// crashed or stalled, and the job is taken over).
-    fn due(&self, until: i64, owner: &str, limit: usize) -> Result<Vec<Due>, DurableError>;
+/// What one transaction of a scheduler's run loop stores (module doc).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Exchange<'a> {
+    pub(crate) owner: &'a Owner,
+    /// Runs to end, first (they free the rows the claims may want).
+    pub(crate) ends: &'a [(Fence, Finish)],
+    pub(crate) claim: Option<Claim<'a>>,
+    /// Leases to extend to `.1`.
+    pub(crate) renew: Option<(&'a [Fence], Micros)>,
+}
 
-    /// Claims the jobs of `keys` that are due at `now` (module doc) for
-    /// `owner` until `lease_until`; the rows claimed.
-    fn claim(
-        &self,
-        keys: &[String],
-        owner: &str,
-        now: i64,
-        lease_until: i64,
-    ) -> Result<Vec<Row>, DurableError>;
+/// What an [`Exchange`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Exchanged {
+    /// For each end: whether the run still held its fence (it was stored).
+    pub(crate) ended: Vec<bool>,
+    /// The rows claimed, as they are now (attempt counted).
+    pub(crate) claimed: Vec<Row>,
+    /// For each fence renewed: whether it still held.
+    pub(crate) renewed: Vec<bool>,
+}
 
-    /// Extends `owner`'s leases of `keys` to `lease_until`; how many were
-    /// still its.
-    fn renew(&self, keys: &[String], owner: &str, lease_until: i64) -> Result<usize, DurableError>;
+/// What a connection is for: a store may open it differently.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Role<'a> {
+    /// The run loop's (claims, finishes, renewals) for `owner`: on
+    /// PostgreSQL it holds the owner's session lock, which tells the other
+    /// schedulers it is alive.
+    Runs(&'a Owner),
+    /// The poll loop's (due jobs, take-overs, retention).
+    Poll,
+}
 
-    /// Ends `owner`'s runs of `runs`' keys, each as its `Finish` says;
-    /// for each, whether it was still `owner`'s (else nothing changed).
-    fn finish(&self, owner: &str, runs: &[(String, Finish)]) -> Result<Vec<bool>, DurableError>;
+/// Opens connections to one store.
+pub(crate) trait Store: Send + Sync + std::fmt::Debug {
+    /// A new connection for `role` (a PostgreSQL one reconnects by itself
+    /// when it is lost: each call that finds it gone tries once to open it
+    /// again, and fails with a transient error if it cannot).
+    fn connect(&self, role: Role<'_>) -> Result<Box<dyn Conn>, StoreError>;
+}
+
+/// One connection to a store: the protocol of the module doc. Each call is
+/// one transaction.
+pub(crate) trait Conn: Send {
+    /// Inserts the jobs, or replaces the ones with their keys (of two jobs
+    /// with one key, the later is stored).
+    fn upsert(&mut self, jobs: &[NewJob]) -> Result<(), StoreError>;
+
+    /// Up to `limit` jobs to place in memory, earliest first (see
+    /// [`DueQuery`]): scheduled ones due by `until`, and running ones
+    /// whose lease ends by `until` (due just after it ends: if it was not
+    /// renewed by then, its owner crashed, stalled or lost the store, and
+    /// the job is taken over; the poller's own runs included).
+    fn due(&mut self, query: &DueQuery<'_>) -> Result<Vec<Due>, StoreError>;
+
+    /// Ends the leases of runs whose owner the store can tell is gone
+    /// (PostgreSQL: its session lock vanished with its connection, and the
+    /// server has been up for longer than `grace`), so that they are due
+    /// at once; how many. A store that cannot tell does nothing.
+    fn reap(&mut self, _now: Micros, _grace: Duration) -> Result<u64, StoreError> {
+        Ok(0)
+    }
+
+    /// The run loop's transaction (module doc).
+    fn exchange(&mut self, exchange: &Exchange<'_>) -> Result<Exchanged, StoreError>;
 
     /// The job `key`.
-    fn get(&self, key: &str) -> Result<Option<Row>, DurableError>;
+    fn get(&mut self, key: &str) -> Result<Option<Row>, StoreError>;
 
     /// The jobs in `state`, by key.
-    fn list(&self, state: JobState) -> Result<Vec<Row>, DurableError>;
+    fn list(&mut self, state: JobState) -> Result<Vec<Row>, StoreError>;
 
     /// Removes the job `key`; false if there was none.
-    fn delete(&self, key: &str) -> Result<bool, DurableError>;
+    fn delete(&mut self, key: &str) -> Result<bool, StoreError>;
 
     /// A dead job back to scheduled, due at `now`, its attempts reset.
-    fn revive(&self, key: &str, now: i64) -> Result<bool, DurableError>;
+    fn revive(&mut self, key: &str, now: Micros) -> Result<bool, StoreError>;
 
     /// Deletes the done jobs finished before `done_before` and the dead
     /// ones before `dead_before`; how many.
-    fn clean(&self, done_before: i64, dead_before: i64) -> Result<u64, DurableError>;
+    fn clean(&mut self, done_before: Micros, dead_before: Micros) -> Result<u64, StoreError>;
 }
+
+/// The most items of one kind one statement carries (claims, finishes,
+/// renewals): the run loop sends the rest in its next exchange.
+pub(crate) const BATCH_LIMIT: usize = 1000;

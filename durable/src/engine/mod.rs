@@ -1,0 +1,350 @@
+//! The scheduler's own threads: all of its store work happens on them, so
+//! that the executor's workers run handlers and nothing else.
+//!
+//! * **The run loop** (`runs.rs`, thread `chronopool-durable-runs`) owns
+//!   one connection. Everything that moves a run goes through its channel:
+//!   placements that fell due (to claim), runs that ended (to finish), and
+//!   its own timer for renewals. Each turn drains the channel and stores
+//!   what it found in one transaction: the finishes, the claims, the
+//!   renewals. Draining is the batch: when jobs fall due or end faster than
+//!   a round trip, they share one; one alone is sent at once.
+//! * **The poll loop** (`poll.rs`, thread `chronopool-durable-poll`) owns
+//!   another: it asks for the jobs due within the window and places them
+//!   in the executor's timer (`placement.rs`), ends the leases of runs
+//!   whose scheduler is gone, and deletes done and dead jobs past their
+//!   retention.
+//!
+//! The executor's part is small: a periodic task that asks the poll loop
+//! to poll, the placements (each a timer task that tells the run loop its
+//! job fell due), and the runs themselves (`run.rs`), which tell the run
+//! loop how they ended. A store that is slow or away (a PostgreSQL restart,
+//! a SQLite file locked by another process) holds up only these threads:
+//! the runs already claimed go on, their outcomes wait in the run loop, and
+//! its leases are renewed as soon as the store is back.
+//!
+//! # Manual time
+//!
+//! A message that carries work on from a task (a placement that fell due,
+//! a run that ended, a poll) carries a [`Busy`] of the executor, dropped
+//! once the loop has done that work: on a
+//! [`ManualClock`](chronopool::ManualClock), `advance` waits for it, so a
+//! job claimed, run and finished in manual time places its next occurrence
+//! before time moves on, as if the loops were workers.
+
+mod placement;
+mod poll;
+mod run;
+mod runs;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use chronopool::{Busy, PeriodicHandle, ScheduledExecutor, WeakExecutor};
+
+use crate::config::Config;
+use crate::error::DurableError;
+use crate::job::Handler;
+use crate::metrics::Counters;
+use crate::owner::Owner;
+use crate::store::{Fence, Finish, Store};
+use crate::time::{self, Micros};
+
+pub(crate) use placement::Placements;
+
+/// What the scheduler, its loops and its runs share.
+pub(crate) struct Shared {
+    pub(crate) executor: WeakExecutor,
+    pub(crate) config: Config,
+    pub(crate) owner: Owner,
+    pub(crate) handlers: RwLock<HashMap<String, Arc<Handler>>>,
+    pub(crate) placements: Placements,
+    pub(crate) counters: Counters,
+    /// To the run loop: placements that fell due, runs that ended.
+    runs: Sender<ToRuns>,
+    /// To the poll loop.
+    polls: Sender<ToPoll>,
+    /// `start` was called: jobs are placed and run.
+    pub(crate) started: AtomicBool,
+}
+
+/// What the run loop is told.
+pub(crate) enum ToRuns {
+    /// A placement fell due: claim its job.
+    Fire {
+        key: String,
+        fire: Micros,
+        /// It is a run whose lease ended, to take over.
+        expired: bool,
+        busy: Option<Busy>,
+    },
+    /// A run ended: store how.
+    Ended(Ended),
+    /// Claim nothing more; end once every run held has its outcome stored.
+    Stop,
+}
+
+/// A run that ended (or was given back unrun), from `run.rs`.
+pub(crate) struct Ended {
+    pub(crate) fence: Fence,
+    pub(crate) name: String,
+    pub(crate) finish: Finish,
+    /// How long its handler ran (`None`: it never started).
+    pub(crate) ran_for: Option<Duration>,
+    /// Its occurrence was later than the job's catch-up window.
+    pub(crate) skipped: bool,
+    pub(crate) busy: Option<Busy>,
+}
+
+/// What the poll loop is told.
+pub(crate) enum ToPoll {
+    Poll { busy: Option<Busy> },
+    Stop,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("owner", &self.owner)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The loops of a started scheduler.
+pub(crate) struct Engine {
+    poller: PeriodicHandle,
+    threads: Threads,
+}
+
+/// The loops' threads.
+struct Threads {
+    poll_thread: std::thread::JoinHandle<()>,
+    runs_thread: std::thread::JoinHandle<()>,
+    /// Disconnected once the run loop has ended.
+    runs_done: mpsc::Receiver<()>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    /// The shared state of a scheduler on `executor`, and the receiving
+    /// ends of its loops' channels (for [`start`]).
+    pub(crate) fn new(executor: &ScheduledExecutor, config: Config) -> (Arc<Shared>, Channels) {
+        let (runs, runs_rx) = mpsc::channel();
+        let (polls, polls_rx) = mpsc::channel();
+        let shared = Arc::new(Shared {
+            executor: executor.downgrade(),
+            placements: Placements::new(config.batch),
+            owner: Owner::new(config.name.clone()),
+            config,
+            handlers: RwLock::default(),
+            counters: Counters::default(),
+            runs,
+            polls,
+            started: AtomicBool::new(false),
+        });
+        (shared, Channels { runs_rx, polls_rx })
+    }
+
+    pub(crate) fn executor(&self) -> Result<ScheduledExecutor, DurableError> {
+        self.executor
+            .upgrade()
+            .ok_or_else(|| DurableError::Executor("the executor is gone".into()))
+    }
+
+    /// The time on the executor's clock (the system's once it is gone).
+    pub(crate) fn now(&self) -> SystemTime {
+        self.executor
+            .upgrade()
+            .map_or_else(SystemTime::now, |e| e.system_time())
+    }
+
+    /// [`now`](Self::now), in microseconds (saturating).
+    pub(crate) fn now_micros(&self) -> Micros {
+        time::micros_saturating(self.now())
+    }
+
+    /// A guard that holds the executor busy for a manual clock while a
+    /// loop works on (module doc); `None` once it is gone.
+    fn busy(&self) -> Option<Busy> {
+        self.executor.upgrade().map(|e| e.busy())
+    }
+
+    pub(crate) fn handler(&self, name: &str) -> Option<Arc<Handler>> {
+        self.handlers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    fn handler_names(&self) -> Vec<String> {
+        self.handlers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Places the job `key` if it fires within the window from `now`,
+    /// this scheduler was started, and it has the job's handler (a job no
+    /// handler here runs is left to the poll: see `poll.rs`).
+    pub(crate) fn place_if_near(
+        self: &Arc<Self>,
+        key: &str,
+        name: &str,
+        fire: Micros,
+        now: Micros,
+    ) {
+        let window = time::duration_micros_saturating(self.config.window);
+        let near = fire <= time::add(now, window);
+        if near && self.started.load(Ordering::SeqCst) && self.handler(name).is_some() {
+            self.placements.place(self, key, fire, false);
+        }
+    }
+
+    /// A placement fell due (on a worker): hand it to the run loop.
+    fn fired(&self, key: String, fire: Micros, expired: bool) {
+        let busy = self.busy();
+        let _ = self.runs.send(ToRuns::Fire {
+            key,
+            fire,
+            expired,
+            busy,
+        });
+    }
+
+    /// A run ended (on a worker, or wherever its guard was dropped).
+    fn ended(&self, ended: Ended) {
+        let _ = self.runs.send(ToRuns::Ended(ended));
+    }
+
+    /// Asks the poll loop to poll now.
+    fn poll_now(&self) {
+        let busy = self.busy();
+        let _ = self.polls.send(ToPoll::Poll { busy });
+    }
+}
+
+/// The receiving ends of a scheduler's loops' channels, until they start.
+pub(crate) struct Channels {
+    runs_rx: mpsc::Receiver<ToRuns>,
+    polls_rx: mpsc::Receiver<ToPoll>,
+}
+
+impl std::fmt::Debug for Channels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Channels").finish_non_exhaustive()
+    }
+}
+
+/// Starts the loops and the executor's poll task.
+pub(crate) fn start(
+    shared: &Arc<Shared>,
+    store: Arc<dyn Store>,
+    channels: Channels,
+) -> Result<Engine, DurableError> {
+    let executor = shared.executor()?;
+    let spawn = |name: &str, body: Box<dyn FnOnce() + Send>| {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(body)
+            .map_err(|e| DurableError::Executor(format!("the {name} thread: {e}")))
+    };
+    let workers = executor.metrics().worker_threads;
+    let (done, runs_done) = mpsc::channel();
+    let runs_loop = runs::RunLoop::new(
+        Arc::clone(shared),
+        Arc::clone(&store),
+        channels.runs_rx,
+        workers,
+        done,
+    );
+    let runs_thread = spawn("chronopool-durable-runs", Box::new(move || runs_loop.run()))?;
+    let poll_loop = poll::PollLoop::new(Arc::clone(shared), store, channels.polls_rx);
+    let poll_thread = match spawn("chronopool-durable-poll", Box::new(move || poll_loop.run())) {
+        Ok(thread) => thread,
+        Err(e) => {
+            let _ = shared.runs.send(ToRuns::Stop);
+            let _ = runs_thread.join();
+            return Err(e);
+        }
+    };
+    let threads = Threads {
+        poll_thread,
+        runs_thread,
+        runs_done,
+    };
+    shared.started.store(true, Ordering::SeqCst);
+    let weak = Arc::downgrade(shared);
+    let poller = executor
+        .task()
+        .name("chronopool-durable-poll")
+        .schedule_with_fixed_delay(
+            move || {
+                if let Some(shared) = weak.upgrade() {
+                    shared.poll_now();
+                }
+            },
+            Duration::ZERO,
+            shared.config.poll_interval,
+        );
+    match poller {
+        Ok(poller) => Ok(Engine { poller, threads }),
+        Err(e) => {
+            shared.started.store(false, Ordering::SeqCst);
+            threads.stop(shared, None);
+            Err(DurableError::Executor(e.to_string()))
+        }
+    }
+}
+
+impl Engine {
+    /// Stops placing and claiming: cancels the poll task and the
+    /// placements, and tells both loops to stop. The poll loop is joined;
+    /// the run loop ends by itself once the runs in progress have their
+    /// outcomes stored, and is joined if that happens within `wait`
+    /// (else it is left to end on its own). True if it ended.
+    pub(crate) fn stop(self, shared: &Shared, wait: Duration) -> bool {
+        self.poller.cancel();
+        shared.started.store(false, Ordering::SeqCst);
+        shared.placements.cancel_all();
+        self.threads.stop(shared, Some(wait))
+    }
+}
+
+impl Threads {
+    /// Stops the loops; joins the poll loop, and the run loop if it ends
+    /// within `wait` (`None`: however long it takes). A loop's own thread
+    /// (a handler that drops the scheduler runs on a worker, never on
+    /// them; but a hook might) is not joined.
+    fn stop(self, shared: &Shared, wait: Option<Duration>) -> bool {
+        let _ = shared.polls.send(ToPoll::Stop);
+        let _ = shared.runs.send(ToRuns::Stop);
+        let me = std::thread::current().id();
+        if self.poll_thread.thread().id() != me {
+            let _ = self.poll_thread.join();
+        }
+        if self.runs_thread.thread().id() == me {
+            return false;
+        }
+        let ended = match wait {
+            Some(wait) => self
+                .runs_done
+                .recv_timeout(wait)
+                .is_err_and(|e| matches!(e, mpsc::RecvTimeoutError::Disconnected)),
+            None => self.runs_done.recv().is_err(),
+        };
+        if ended {
+            let _ = self.runs_thread.join();
+        }
+        ended
+    }
+}

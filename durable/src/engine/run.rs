@@ -1,0 +1,201 @@
+//! A claimed run on one of the executor's workers: its handler, the
+//! outcome it stores, and the [`RunGuard`] that makes sure it stores one.
+//!
+//! Every claimed run ends in a stored finish or a released claim, whatever
+//! happens to it: the guard travels with the run's closure into the
+//! executor, and if it is dropped without an outcome (the executor refused
+//! the run or dropped it unrun: a claim to release; or something unwound
+//! past the handler's own catch, such as a panic payload whose drop panics
+//! again: a failed attempt), its `Drop` reports that to the run loop. A
+//! handler that kills its process is the lease's case, and its attempt is
+//! already counted (the claim counts it).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chronopool::{MissedRuns, PanicPayload};
+
+use super::{Ended, Shared};
+use crate::job::{Handler, JobContext, JobError};
+use crate::schedule::Recurrence;
+use crate::store::{Fence, Finish, Row};
+use crate::time::{self, Micros};
+
+/// A claimed run handed to the executor (module doc).
+pub(crate) struct RunGuard {
+    shared: Arc<Shared>,
+    fence: Fence,
+    name: String,
+    /// What to store if the guard is dropped without an outcome: a
+    /// release until the run starts, a failed attempt after.
+    if_dropped: Option<Finish>,
+}
+
+impl RunGuard {
+    pub(crate) fn new(shared: Arc<Shared>, fence: Fence, name: String) -> Self {
+        RunGuard {
+            shared,
+            fence,
+            name,
+            if_dropped: Some(Finish::Release),
+        }
+    }
+
+    /// Runs `row`'s handler (on a worker) and reports its outcome.
+    pub(crate) fn run(mut self, row: &Row, handler: &Handler) {
+        let shared = Arc::clone(&self.shared);
+        let now = shared.now_micros();
+        // From here on, an unwinding run counts as a failed attempt.
+        self.if_dropped = Some(failed(
+            &shared,
+            row,
+            now,
+            JobError::retry("the run panicked outside its handler (a panic payload's drop, say)"),
+        ));
+        if too_late(row, now) {
+            let finish = skip(&shared, row, now);
+            self.complete(finish, None, true);
+            return;
+        }
+        let started = Instant::now();
+        let context = JobContext { row };
+        let outcome = match catch_unwind(AssertUnwindSafe(|| handler(&context))) {
+            Ok(outcome) => outcome,
+            Err(payload) => {
+                // Dropping the payload may panic: `PanicPayload` catches it.
+                let payload = PanicPayload::from(payload);
+                Err(JobError::retry(format!(
+                    "the handler panicked: {}",
+                    payload.message().unwrap_or("a non-text payload")
+                )))
+            }
+        };
+        let ran_for = started.elapsed();
+        let finish = finish_of(&shared, row, outcome);
+        self.complete(finish, Some(ran_for), false);
+    }
+
+    fn complete(&mut self, finish: Finish, ran_for: Option<Duration>, skipped: bool) {
+        self.if_dropped = None;
+        self.report(finish, ran_for, skipped);
+    }
+
+    fn report(&mut self, finish: Finish, ran_for: Option<Duration>, skipped: bool) {
+        let busy = self.shared.busy();
+        self.shared.ended(Ended {
+            fence: self.fence.clone(),
+            name: std::mem::take(&mut self.name),
+            finish,
+            ran_for,
+            skipped,
+            busy,
+        });
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        if let Some(finish) = self.if_dropped.take() {
+            self.report(finish, None, false);
+        }
+    }
+}
+
+/// True if `row`'s occurrence is later than its catch-up window.
+fn too_late(row: &Row, now: Micros) -> bool {
+    let late = now.saturating_sub(row.next_fire);
+    row.catch_up.is_some_and(|window| late > window)
+}
+
+/// The finish of an occurrence skipped as too late: the job goes on to its
+/// next occurrence after now (on its schedule, as `MissedRuns::Skip` goes
+/// on), or is done.
+fn skip(shared: &Shared, row: &Row, now: Micros) -> Finish {
+    let next = Recurrence::decode(&row.recurrence)
+        .and_then(|r| r.after_run(row.next_fire, now, MissedRuns::Skip));
+    match next {
+        Ok(Some(next)) => Finish::Next { next_fire: next },
+        Ok(None) => Finish::Done {
+            at: now,
+            keep: !shared.config.keep_done.is_zero(),
+        },
+        Err(e) => Finish::Dead {
+            error: e.to_string(),
+            at: now,
+        },
+    }
+}
+
+/// The finish of a run of `row` that ended with `outcome`, now.
+fn finish_of(shared: &Shared, row: &Row, outcome: Result<(), JobError>) -> Finish {
+    let now = shared.now_micros();
+    let error = match outcome {
+        Ok(()) => {
+            let next = Recurrence::decode(&row.recurrence)
+                .and_then(|r| r.after_run(row.next_fire, now, row.missed));
+            return match next {
+                Ok(Some(next_fire)) => Finish::Next { next_fire },
+                Ok(None) => Finish::Done {
+                    at: now,
+                    keep: !shared.config.keep_done.is_zero(),
+                },
+                Err(e) => Finish::Dead {
+                    error: e.to_string(),
+                    at: now,
+                },
+            };
+        }
+        Err(error) => error,
+    };
+    failed(shared, row, now, error)
+}
+
+/// The finish of a failed attempt: a retry after the back-off, or dead
+/// (permanent, or the last attempt).
+fn failed(shared: &Shared, row: &Row, now: Micros, error: JobError) -> Finish {
+    if error.is_permanent() || row.attempt >= shared.config.max_attempts {
+        return Finish::Dead {
+            error: error.message().to_owned(),
+            at: now,
+        };
+    }
+    // A clone draws its own jitter (the config's back-off is a template).
+    let delay = shared
+        .config
+        .retry
+        .clone()
+        .delay_after(u64::from(row.attempt));
+    Finish::Retry {
+        next_fire: time::add(now, time::duration_micros_saturating(delay)),
+        error: error.message().to_owned(),
+        uncount: false,
+    }
+}
+
+/// The finish of a claimed run that cannot start here: past its attempts
+/// (its earlier runs never ended: their processes died), or its handler
+/// is not registered.
+pub(crate) fn unrunnable(shared: &Shared, row: &Row, now: Micros) -> Option<Finish> {
+    let max = shared.config.max_attempts;
+    if row.attempt > max {
+        return Some(Finish::Dead {
+            error: format!(
+                "attempt {} of at most {max}: the earlier attempts never ended (their \
+                 processes died while running the handler: an abort, the OOM killer, \
+                 a kill)",
+                row.attempt
+            ),
+            at: now,
+        });
+    }
+    if shared.handler(&row.name).is_none() {
+        let wait = time::duration_micros_saturating(shared.config.unhandled_wait);
+        return Some(Finish::Retry {
+            next_fire: time::add(now, wait),
+            error: format!("no handler is registered for {:?} here", row.name),
+            uncount: true,
+        });
+    }
+    None
+}

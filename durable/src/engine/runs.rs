@@ -1,0 +1,555 @@
+//! [`RunLoop`]: claims, finishes and renewals, on a thread of the
+//! scheduler's own (see `engine/mod.rs`).
+//!
+//! # What it keeps
+//!
+//! * `fires`: placements that fell due, waiting to be claimed.
+//! * `ends`: runs that ended, waiting for their outcome to be stored. An
+//!   outcome is never dropped because the store failed: it waits here, its
+//!   lease renewed, until it is stored or the store says the run no longer
+//!   holds its fence (then the run is *lost*: another run has the job).
+//! * `held`: every run from its claim until its outcome is stored (or its
+//!   fence is gone); the loop renews their leases every third of a lease,
+//!   in the same transaction as whatever else it sends.
+//!
+//! # Claim only what can start
+//!
+//! A claimed job is held under a live lease, so a process that claimed
+//! more than it can start would keep jobs from idle processes. The loop
+//! claims at most as many jobs as there are free run slots
+//! ([`Config::concurrency`](crate::Config::concurrency), by default the
+//! executor's workers), plus as many as the free slots are expected to
+//! start within [`CLAIM_AHEAD`] judging by how long recent handlers took
+//! (none until a handler has run; none for a slot whose run has been going
+//! longer than that). Short handlers are claimed in batches (a round trip
+//! to the store per batch, not per job); long ones one per free slot. The
+//! rest wait in `fires` until a run ends.
+//!
+//! # Turns
+//!
+//! Each turn drains the channel, then sends one [`Exchange`]: the ends
+//! waiting (first: they free run slots and rows), the claims that fit, and
+//! the renewals if they are due. A failed exchange is sent again after a
+//! back-off (10 ms, doubling, at most 1 s), all of it if the failure is
+//! transient; otherwise its claims are dropped (a later poll places those
+//! jobs again) and, after three such failures in a row, its ends too
+//! (their leases end, and the jobs run again).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chronopool::{Busy, PanicPayload};
+
+use super::run::{self, RunGuard};
+use super::{Ended, Shared, ToRuns};
+use crate::error::StoreError;
+use crate::metrics::Outcome;
+use crate::store::{
+    Claim, Conn, Exchange, Exchanged, Fence, Finish, Role, Row, Store, BATCH_LIMIT,
+};
+use crate::time::{self, Micros};
+
+/// How far ahead of free run slots the loop claims (module doc).
+pub(crate) const CLAIM_AHEAD: Duration = Duration::from_millis(20);
+
+/// Permanent store failures in a row after which the ends are dropped.
+const GIVE_UP_AFTER: u32 = 3;
+
+/// A placement that fell due.
+struct Fire {
+    key: String,
+    fire: Micros,
+    expired: bool,
+    busy: Option<Busy>,
+}
+
+/// A run that ended, waiting to be stored.
+struct End {
+    fence: Fence,
+    name: String,
+    finish: Finish,
+    skipped: bool,
+    busy: Option<Busy>,
+}
+
+/// A run held: claimed, its outcome not stored yet.
+struct Held {
+    /// When it was handed to the executor, until its guard reported.
+    handed: Option<Instant>,
+    /// Its lease is renewed (false once a renewal found its fence gone).
+    renew: bool,
+}
+
+/// The run loop (module doc).
+pub(crate) struct RunLoop {
+    shared: Arc<Shared>,
+    store: Arc<dyn Store>,
+    rx: Receiver<ToRuns>,
+    conn: Option<Box<dyn Conn>>,
+    /// The executor's worker threads.
+    workers: usize,
+    fires: VecDeque<Fire>,
+    ends: VecDeque<End>,
+    held: HashMap<Fence, Held>,
+    /// Runs handed to the executor whose guard has not reported.
+    running: usize,
+    /// The next run number (fences are this owner's id and a number).
+    next_run: i64,
+    renew_at: Instant,
+    /// Failed exchanges in a row, and how many of them were permanent.
+    failures: u32,
+    permanent_failures: u32,
+    retry_at: Option<Instant>,
+    /// `Stop` came at.
+    stopping: Option<Instant>,
+    /// How long handlers take (an average that favours the recent), ns.
+    run_time: Option<f64>,
+    /// Dropped when the loop ends: the scheduler's `shutdown` waits for it.
+    _done: Sender<()>,
+}
+
+impl RunLoop {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        store: Arc<dyn Store>,
+        rx: Receiver<ToRuns>,
+        workers: usize,
+        done: Sender<()>,
+    ) -> Self {
+        let renew_at = Instant::now() + shared.config.lease / 3;
+        RunLoop {
+            shared,
+            store,
+            rx,
+            conn: None,
+            workers,
+            fires: VecDeque::new(),
+            ends: VecDeque::new(),
+            held: HashMap::new(),
+            running: 0,
+            next_run: 1,
+            renew_at,
+            failures: 0,
+            permanent_failures: 0,
+            retry_at: None,
+            stopping: None,
+            run_time: None,
+            _done: done,
+        }
+    }
+
+    /// The loop: until stopped and every run held is stored (or a lease
+    /// has passed since the stop: the leases end by themselves).
+    pub(crate) fn run(mut self) {
+        loop {
+            self.receive();
+            if let Some(since) = self.stopping {
+                let settled = self.ends.is_empty() && self.held.is_empty();
+                if settled || since.elapsed() > self.shared.config.lease {
+                    return;
+                }
+            }
+            if self.retry_at.is_some_and(|t| Instant::now() < t) {
+                continue;
+            }
+            // A panic here (a handler's captures dropped on this thread by
+            // a refused run, a driver's bug) must not end the loop: the
+            // turn's work is lost (its leases end, its jobs run again).
+            let turned = catch_unwind(AssertUnwindSafe(|| self.turn()));
+            if let Err(payload) = turned {
+                let payload = PanicPayload::from(payload);
+                let e = StoreError::other(format!("the run loop's turn panicked: {payload}"));
+                self.shared
+                    .counters
+                    .store_error("claim, finish and renew", &e);
+            }
+        }
+    }
+
+    /// Waits for a message unless there is work now, then drains the
+    /// channel.
+    fn receive(&mut self) {
+        if !self.work_now() {
+            let next = self.next_deadline();
+            let message = match next {
+                Some(at) => self
+                    .rx
+                    .recv_timeout(at.saturating_duration_since(Instant::now())),
+                None => self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            match message {
+                Ok(message) => self.handle(message),
+                Err(RecvTimeoutError::Timeout) => {}
+                // Every sender is gone with the scheduler: stop.
+                Err(RecvTimeoutError::Disconnected) => self.handle(ToRuns::Stop),
+            }
+        }
+        while let Ok(message) = self.rx.try_recv() {
+            self.handle(message);
+        }
+    }
+
+    fn work_now(&self) -> bool {
+        if self.retry_at.is_some_and(|t| Instant::now() < t) {
+            return false;
+        }
+        !self.ends.is_empty()
+            || self.renewal_due()
+            || (!self.fires.is_empty() && self.claimable() > 0)
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let renew = (!self.held.is_empty()).then_some(self.renew_at);
+        let stop = self.stopping.map(|since| since + self.shared.config.lease);
+        [renew, self.retry_at, stop].into_iter().flatten().min()
+    }
+
+    fn renewal_due(&self) -> bool {
+        !self.held.is_empty() && Instant::now() >= self.renew_at
+    }
+
+    fn handle(&mut self, message: ToRuns) {
+        match message {
+            ToRuns::Fire {
+                key,
+                fire,
+                expired,
+                busy,
+            } => {
+                let fire = Fire {
+                    key,
+                    fire,
+                    expired,
+                    busy,
+                };
+                if self.stopping.is_some() || !self.executor_runs() {
+                    self.dealt_with(fire);
+                } else {
+                    self.fires.push_back(fire);
+                }
+            }
+            ToRuns::Ended(ended) => self.ended(ended),
+            ToRuns::Stop => {
+                self.stopping.get_or_insert_with(Instant::now);
+                for fire in std::mem::take(&mut self.fires) {
+                    self.dealt_with(fire);
+                }
+            }
+        }
+    }
+
+    /// A run's guard reported.
+    fn ended(&mut self, ended: Ended) {
+        let Ended {
+            fence,
+            name,
+            finish,
+            ran_for,
+            skipped,
+            busy,
+        } = ended;
+        self.running = self.running.saturating_sub(1);
+        if let Some(held) = self.held.get_mut(&fence) {
+            held.handed = None;
+        }
+        if let Some(ran_for) = ran_for {
+            let x = ran_for.as_nanos() as f64;
+            self.run_time = Some(self.run_time.map_or(x, |avg| 0.8 * avg + 0.2 * x));
+        }
+        self.ends.push_back(End {
+            fence,
+            name,
+            finish,
+            skipped,
+            busy,
+        });
+    }
+
+    /// True if the executor takes work.
+    fn executor_runs(&self) -> bool {
+        self.shared
+            .executor
+            .upgrade()
+            .is_some_and(|e| !e.is_shutdown())
+    }
+
+    /// How many jobs may be claimed now (module doc).
+    fn claimable(&self) -> usize {
+        if self.stopping.is_some() || !self.executor_runs() {
+            return 0;
+        }
+        let slots = self
+            .shared
+            .config
+            .concurrency
+            .unwrap_or(self.workers)
+            .max(1);
+        let ahead = match self.run_time {
+            Some(avg) => {
+                let now = Instant::now();
+                let slow = self
+                    .held
+                    .values()
+                    .filter(|h| h.handed.is_some_and(|t| now - t > CLAIM_AHEAD))
+                    .count();
+                let quick_slots = slots.saturating_sub(slow) as f64;
+                let per_slot = CLAIM_AHEAD.as_nanos() as f64 / avg.max(1.0);
+                ((quick_slots * per_slot) as usize).min(BATCH_LIMIT)
+            }
+            None => 0,
+        };
+        (slots + ahead).saturating_sub(self.running)
+    }
+
+    /// A fire was claimed, found not due, or dropped: it leaves the
+    /// placements (and may start the poll's follow-up).
+    fn dealt_with(&self, fire: Fire) {
+        if self.shared.placements.unplace(&fire.key, fire.fire) {
+            self.shared.poll_now();
+        }
+        drop(fire.busy);
+    }
+
+    /// One exchange with the store (module doc).
+    fn turn(&mut self) {
+        let now = self.shared.now_micros();
+        let take = self.ends.len().min(BATCH_LIMIT);
+        let ends: Vec<End> = self.ends.drain(..take).collect();
+        let mut claiming: Vec<Fire> = Vec::new();
+        let mut keys: Vec<String> = Vec::new();
+        let mut seen = HashSet::new();
+        let want = self.claimable().min(BATCH_LIMIT);
+        while keys.len() < want {
+            let Some(fire) = self.fires.pop_front() else {
+                break;
+            };
+            if seen.insert(fire.key.clone()) {
+                keys.push(fire.key.clone());
+                claiming.push(fire);
+            } else {
+                // The same job placed twice: one claim is enough.
+                self.dealt_with(fire);
+            }
+        }
+        let renewing: Vec<Fence> = if self.renewal_due() {
+            self.held
+                .iter()
+                .filter(|(_, h)| h.renew)
+                .map(|(f, _)| f.clone())
+                .take(BATCH_LIMIT)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if ends.is_empty() && keys.is_empty() && renewing.is_empty() {
+            if self.renewal_due() {
+                self.renew_at = Instant::now() + self.shared.config.lease / 3;
+            }
+            return;
+        }
+        let lease_until = time::add(
+            now,
+            time::duration_micros_saturating(self.shared.config.lease),
+        );
+        let run = self.next_run;
+        let pairs: Vec<(Fence, Finish)> = ends
+            .iter()
+            .map(|e| (e.fence.clone(), e.finish.clone()))
+            .collect();
+        let shared = Arc::clone(&self.shared);
+        let exchange = Exchange {
+            owner: &shared.owner,
+            ends: &pairs,
+            claim: (!keys.is_empty()).then_some(Claim {
+                keys: &keys,
+                run,
+                now,
+                lease_until,
+            }),
+            renew: (!renewing.is_empty()).then_some((renewing.as_slice(), lease_until)),
+        };
+        let result = match self.conn() {
+            Ok(conn) => conn.exchange(&exchange),
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(done) => {
+                if !keys.is_empty() {
+                    self.next_run += 1;
+                }
+                self.failures = 0;
+                self.permanent_failures = 0;
+                self.retry_at = None;
+                if !renewing.is_empty() {
+                    self.renew_at = Instant::now() + self.shared.config.lease / 3;
+                }
+                self.apply(done, ends, claiming, &renewing, now, run);
+            }
+            Err(e) => self.failed(&e, ends, claiming),
+        }
+    }
+
+    fn conn(&mut self) -> Result<&mut Box<dyn Conn>, StoreError> {
+        if self.conn.is_none() {
+            self.conn = Some(self.store.connect(Role::Runs(&self.shared.owner))?);
+        }
+        Ok(self.conn.as_mut().expect("connected above"))
+    }
+
+    /// An exchange failed: what is sent again, and when (module doc).
+    fn failed(&mut self, e: &StoreError, ends: Vec<End>, claiming: Vec<Fire>) {
+        self.shared
+            .counters
+            .store_error("claim, finish and renew", e);
+        self.failures += 1;
+        let delay = Duration::from_millis(10)
+            .saturating_mul(1 << self.failures.min(7))
+            .min(Duration::from_secs(1));
+        self.retry_at = Some(Instant::now() + delay);
+        if e.is_transient() {
+            self.permanent_failures = 0;
+            for fire in claiming.into_iter().rev() {
+                self.fires.push_front(fire);
+            }
+        } else {
+            self.permanent_failures += 1;
+            for fire in claiming {
+                self.dealt_with(fire);
+            }
+            if self.permanent_failures >= GIVE_UP_AFTER {
+                for end in ends {
+                    self.held.remove(&end.fence);
+                    let error = format!("its outcome could not be stored: {e}");
+                    self.shared
+                        .counters
+                        .ended(&end.fence.key, Outcome::Lost, Some(&error));
+                }
+                return;
+            }
+        }
+        for end in ends.into_iter().rev() {
+            self.ends.push_front(end);
+        }
+    }
+
+    /// What a stored exchange did: outcomes counted and next occurrences
+    /// placed, claimed runs started, renewals counted.
+    fn apply(
+        &mut self,
+        done: Exchanged,
+        ends: Vec<End>,
+        claiming: Vec<Fire>,
+        renewing: &[Fence],
+        now: Micros,
+        run: i64,
+    ) {
+        for (end, stored) in ends.into_iter().zip(done.ended) {
+            self.held.remove(&end.fence);
+            self.stored(end, stored, now);
+        }
+        let expired: HashSet<&str> = claiming
+            .iter()
+            .filter(|f| f.expired)
+            .map(|f| f.key.as_str())
+            .collect();
+        for row in done.claimed {
+            let taken_over = expired.contains(row.key.as_str());
+            self.start(row, taken_over, now, run);
+        }
+        for fire in claiming {
+            self.dealt_with(fire);
+        }
+        let mut renewed = 0;
+        for (fence, held) in renewing.iter().zip(done.renewed) {
+            if held {
+                renewed += 1;
+            } else if let Some(h) = self.held.get_mut(fence) {
+                // Taken over, scheduled again or cancelled: its end will
+                // find the fence gone.
+                h.renew = false;
+            }
+        }
+        self.shared.counters.renewed(renewed);
+    }
+
+    /// A run's outcome was stored (or found its fence gone).
+    fn stored(&self, end: End, stored: bool, now: Micros) {
+        let key = &end.fence.key;
+        let (outcome, next, error) = match &end.finish {
+            _ if !stored => (Outcome::Lost, None, None),
+            Finish::Done { .. } if end.skipped => (Outcome::Skipped, None, None),
+            Finish::Next { next_fire } if end.skipped => (Outcome::Skipped, Some(*next_fire), None),
+            Finish::Done { .. } => (Outcome::Succeeded, None, None),
+            Finish::Next { next_fire } => (Outcome::Succeeded, Some(*next_fire), None),
+            Finish::Retry {
+                next_fire, error, ..
+            } => (Outcome::Retried, Some(*next_fire), Some(error.as_str())),
+            Finish::Dead { error, .. } => (Outcome::Dead, None, Some(error.as_str())),
+            Finish::Release => (Outcome::Released, None, None),
+        };
+        self.shared.counters.ended(key, outcome, error);
+        if let Some(next) = next {
+            self.shared.place_if_near(key, &end.name, next, now);
+        }
+        // The next occurrence is placed: a manual clock may move on.
+        drop(end.busy);
+    }
+
+    /// A job was claimed: run it, or end it at once if it cannot run here.
+    fn start(&mut self, row: Row, taken_over: bool, now: Micros, run: i64) {
+        self.shared
+            .counters
+            .claimed(&row.key, row.attempt, taken_over);
+        let fence = Fence {
+            key: row.key.clone(),
+            run,
+        };
+        self.held.insert(
+            fence.clone(),
+            Held {
+                handed: None,
+                renew: true,
+            },
+        );
+        let handler = match run::unrunnable(&self.shared, &row, now) {
+            Some(finish) => None.ok_or(finish),
+            None => self.shared.handler(&row.name).ok_or(Finish::Release),
+        };
+        let handler = match handler {
+            Ok(handler) => handler,
+            Err(finish) => {
+                let busy = self.shared.busy();
+                self.ends.push_back(End {
+                    fence,
+                    name: row.name,
+                    finish,
+                    skipped: false,
+                    busy,
+                });
+                return;
+            }
+        };
+        let Ok(executor) = self.shared.executor() else {
+            let busy = self.shared.busy();
+            self.ends.push_back(End {
+                fence,
+                name: row.name,
+                finish: Finish::Release,
+                skipped: false,
+                busy,
+            });
+            return;
+        };
+        if let Some(held) = self.held.get_mut(&fence) {
+            held.handed = Some(Instant::now());
+        }
+        self.running += 1;
+        let guard = RunGuard::new(Arc::clone(&self.shared), fence, row.name.clone());
+        // Refused (shut down meanwhile): the closure comes back in the
+        // error and is dropped here, and its guard releases the claim.
+        let _ = executor.execute(move || guard.run(&row, &*handler));
+    }
+}

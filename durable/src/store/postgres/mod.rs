@@ -1,0 +1,635 @@
+//! [`PgStore`]: durable jobs in PostgreSQL, for several processes on
+//! several machines that share one schedule.
+//!
+//! Each of a scheduler's loops has a connection of its own, and the API
+//! one more. A claim is an `UPDATE … RETURNING` of the rows a `SELECT …
+//! FOR UPDATE SKIP LOCKED` found due: of two schedulers that claim one row
+//! at once, one locks it and the other skips it at once instead of waiting
+//! for the first's commit. The batch's keys are joined to the table and the
+//! due test is a `CASE` no index serves, so each key is a primary-key
+//! lookup: a range scan of the due index would walk the entries every
+//! claimed row left behind until a vacuum. Batches of schedules, finishes
+//! and renewals are statements over arrays (`unnest`): one round trip each.
+//!
+//! Times are `timestamptz` (microseconds), taken from the schedulers' own
+//! clocks: keep them synchronised, as Quartz and db-scheduler ask.
+//!
+//! # A crashed process is seen at once
+//!
+//! The run loop's connection holds a session-level advisory lock keyed by
+//! its owner's random lock key (stored in each row it claims). The server
+//! drops the lock when the session ends, which it does as soon as it sees
+//! the connection close: when the process dies, the kernel closes it. A
+//! poll ends the leases of running rows whose owner's lock is gone
+//! ([`Conn::reap`]), so a crashed process's runs are taken over at the next
+//! poll rather than when their leases expire. Only once the server has
+//! been up for longer than a lease: after a restart of the server every
+//! session is new, and a live owner needs a moment to take its lock
+//! again; its leases still hold meanwhile. A process whose connection
+//! breaks (a network cut) may lose its runs this way, as it would lose them
+//! to its lease's end: their outcomes are then not stored (the fence), and
+//! the jobs run again elsewhere.
+//!
+//! # A connection that goes away
+//!
+//! A call that finds its connection gone (the server restarted, the network
+//! dropped) opens it again once; if that fails, the call fails with a
+//! transient [`StoreError`], and the loop that made it tries again after a
+//! back-off (the API, for up to 10 s). A statement whose reply was lost may
+//! have been applied: sent again, a claim returns the rows it claimed (the
+//! fence is the same), and a finish finds the run no longer its (it did
+//! finish). Nothing acknowledged is lost: `schedule` returns only once its
+//! statement committed.
+//!
+//! The schema's version is in `chronopool_schema`; the migrations are the
+//! `.sql` files in `migrations/`, applied under a transaction-scoped
+//! advisory lock, so that processes that start together migrate once.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use postgres::{Client, NoTls};
+
+use super::{
+    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, NewJob, Role, Row, Store,
+};
+use crate::error::StoreError;
+use crate::schedule::{missed_name, missed_of};
+use crate::time::{self, Micros};
+
+/// `MIGRATIONS[v]` takes the schema from version `v` to `v + 1`.
+const MIGRATIONS: [&str; 3] = [
+    include_str!("migrations/0001_jobs.sql"),
+    include_str!("migrations/0002_finished_at.sql"),
+    include_str!("migrations/0003_fences_and_timestamps.sql"),
+];
+
+/// The schema's version once migrated.
+const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// An arbitrary key for the migration's advisory lock.
+const MIGRATION_LOCK: i64 = 0x6368_726f_6e6f;
+
+/// How long a connection attempt may take, unless the connection string
+/// says otherwise.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The columns of a [`Row`], in `row_of`'s order.
+const COLUMNS: &str = "key, name, payload, recurrence, next_fire, state, attempt, missed, \
+                       catch_up, last_error, owner_name, lease_until";
+
+/// Durable jobs in a PostgreSQL database.
+pub(crate) struct PgStore {
+    config: postgres::Config,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("host", &self.config.get_hosts())
+            .field("dbname", &self.config.get_dbname())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Connects to the database `params` names (a libpq connection string
+    /// or URL), brings its schema to this version's, and returns the store
+    /// with that first connection.
+    pub(crate) fn open(params: &str) -> Result<(PgStore, Box<dyn Conn>), StoreError> {
+        let mut config: postgres::Config = params.parse().map_err(pg_error)?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        let mut conn = PgConn {
+            config: config.clone(),
+            client: None,
+            lock: None,
+        };
+        conn.run(migrate)??;
+        Ok((PgStore { config }, Box::new(conn)))
+    }
+}
+
+impl Store for PgStore {
+    fn connect(&self, role: Role<'_>) -> Result<Box<dyn Conn>, StoreError> {
+        let lock = match role {
+            Role::Runs(owner) => Some(Lock {
+                key: owner.lock,
+                held: false,
+            }),
+            Role::Poll => None,
+        };
+        Ok(Box::new(PgConn {
+            config: self.config.clone(),
+            client: None,
+            lock,
+        }))
+    }
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`] (module doc).
+fn migrate(client: &mut Client) -> Result<Result<(), StoreError>, postgres::Error> {
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS chronopool_schema (version BIGINT NOT NULL)")?;
+    let version: i64 = tx
+        .query_opt("SELECT version FROM chronopool_schema", &[])?
+        .map_or(0, |row| row.get(0));
+    if version > SCHEMA_VERSION {
+        tx.rollback()?;
+        return Ok(Err(StoreError::other(format!(
+            "the store's schema is version {version}, newer than this crate's {SCHEMA_VERSION}"
+        ))));
+    }
+    for migration in MIGRATIONS.iter().skip(version.max(0) as usize) {
+        tx.batch_execute(migration)?;
+    }
+    tx.execute("DELETE FROM chronopool_schema", &[])?;
+    tx.execute(
+        "INSERT INTO chronopool_schema (version) VALUES ($1)",
+        &[&SCHEMA_VERSION],
+    )?;
+    tx.commit().map(Ok)
+}
+
+/// A postgres error as a [`StoreError`]: the server's message and
+/// SQLSTATE, or the chain of causes; transient if the connection was lost
+/// or refused, or the server is busy or shutting down.
+fn pg_error(e: postgres::Error) -> StoreError {
+    let (message, code, transient) = match e.as_db_error() {
+        Some(db) => {
+            let code = db.code().code().to_owned();
+            let transient = code.starts_with("08")
+                || matches!(
+                    code.as_str(),
+                    // admin_shutdown, crash_shutdown, cannot_connect_now,
+                    // too_many_connections, serialization_failure,
+                    // deadlock_detected, lock_not_available
+                    "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01" | "55P03"
+                );
+            (format!("{db} (SQLSTATE {code})"), Some(code), transient)
+        }
+        None => {
+            let mut message = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            let mut io = false;
+            while let Some(c) = cause {
+                message.push_str(": ");
+                message.push_str(&c.to_string());
+                io |= c.is::<std::io::Error>();
+                cause = c.source();
+            }
+            // A closed connection, an I/O error (refused, reset, timed out):
+            // a new connection may do. A bad connection string, a TLS or
+            // protocol failure: it will not.
+            let timeout = message.contains("timeout");
+            (message, None, e.is_closed() || io || timeout)
+        }
+    };
+    StoreError::new(message, code, transient, Some(Box::new(e)))
+}
+
+/// The run loop's session lock (module doc).
+struct Lock {
+    key: i64,
+    /// Taken on this connection. A connection whose predecessor's session
+    /// the server has not closed yet cannot take it: it tries again at each
+    /// exchange (the old session still holds it, so the owner looks alive).
+    held: bool,
+}
+
+/// One connection, opened again when it is lost (module doc).
+struct PgConn {
+    config: postgres::Config,
+    client: Option<Client>,
+    lock: Option<Lock>,
+}
+
+impl PgConn {
+    /// Runs `f` on the connection, opening it first if need be. A
+    /// transient failure drops the connection, so that the next call opens
+    /// a new one.
+    fn run<R>(
+        &mut self,
+        f: impl FnOnce(&mut Client) -> Result<R, postgres::Error>,
+    ) -> Result<R, StoreError> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            self.client = None;
+            let client = self.config.connect(NoTls).map_err(pg_error)?;
+            self.client = Some(client);
+            if let Some(lock) = &mut self.lock {
+                lock.held = false;
+            }
+        }
+        let client = self.client.as_mut().expect("connected above");
+        if let Some(lock) = self.lock.as_mut().filter(|l| !l.held) {
+            match client.query_one("SELECT pg_try_advisory_lock($1)", &[&lock.key]) {
+                Ok(row) => lock.held = row.get(0),
+                Err(e) => return Err(self.failed(e)),
+            }
+        }
+        let client = self.client.as_mut().expect("connected above");
+        f(client).map_err(|e| self.failed(e))
+    }
+
+    fn failed(&mut self, e: postgres::Error) -> StoreError {
+        let e = pg_error(e);
+        if e.is_transient() {
+            self.client = None;
+        }
+        e
+    }
+}
+
+fn at(m: Micros) -> SystemTime {
+    time::system_time(m)
+}
+
+fn micros_of(t: SystemTime) -> Micros {
+    time::micros_saturating(t)
+}
+
+fn row_of(r: &postgres::Row) -> Result<Row, postgres::Error> {
+    let state: &str = r.try_get(5)?;
+    let attempt: i64 = r.try_get(6)?;
+    let missed: &str = r.try_get(7)?;
+    Ok(Row {
+        key: r.try_get(0)?,
+        name: r.try_get(1)?,
+        payload: r.try_get(2)?,
+        recurrence: r.try_get(3)?,
+        next_fire: micros_of(r.try_get(4)?),
+        // The CHECK constraint keeps the states to the four names.
+        state: JobState::of_name(state).unwrap_or(JobState::Dead),
+        attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
+        missed: missed_of(missed),
+        catch_up: r.try_get(8)?,
+        last_error: r.try_get(9)?,
+        owner_name: r.try_get(10)?,
+        lease_until: r.try_get::<_, Option<SystemTime>>(11)?.map(micros_of),
+    })
+}
+
+fn rows_of(rows: &[postgres::Row]) -> Result<Vec<Row>, postgres::Error> {
+    rows.iter().map(row_of).collect()
+}
+
+/// The `(key, run)` pairs a statement returned.
+fn fences_of(rows: &[postgres::Row]) -> Result<HashSet<(String, i64)>, postgres::Error> {
+    rows.iter()
+        .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+        .collect()
+}
+
+fn due_rows(
+    c: &mut Client,
+    until: Micros,
+    names: &[String],
+    limit: usize,
+    handled: bool,
+) -> Result<Vec<Due>, postgres::Error> {
+    let among = if handled { "" } else { "NOT" };
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = c.query(
+        &format!(
+            "(SELECT key, name, next_fire AS fire, false AS expired, NULL::text AS owner
+                  FROM chronopool_jobs
+                  WHERE state = 'scheduled' AND next_fire <= $1 AND {among} (name = ANY($2))
+                  ORDER BY next_fire LIMIT $3)
+             UNION ALL
+             (SELECT key, name, lease_until + interval '1 microsecond', true, owner
+                  FROM chronopool_jobs
+                  WHERE state = 'running' AND lease_until < $1 AND {among} (name = ANY($2))
+                  ORDER BY lease_until LIMIT $3)
+             ORDER BY fire
+             LIMIT $3"
+        ),
+        &[&at(until), &names, &limit],
+    )?;
+    rows.iter()
+        .map(|r| {
+            Ok(Due {
+                key: r.try_get(0)?,
+                name: r.try_get(1)?,
+                fire: micros_of(r.try_get(2)?),
+                expired: r.try_get(3)?,
+                owner: r.try_get(4)?,
+            })
+        })
+        .collect()
+}
+
+/// The values of one row of the finish `UPDATE` (`exchange`).
+struct Ending<'a> {
+    state: &'static str,
+    next_fire: Option<SystemTime>,
+    reset: bool,
+    uncount: i64,
+    error: Option<&'a str>,
+    keep_error: bool,
+    finished_at: Option<SystemTime>,
+}
+
+fn ending(finish: &Finish) -> Ending<'_> {
+    let base = Ending {
+        state: "scheduled",
+        next_fire: None,
+        reset: false,
+        uncount: 0,
+        error: None,
+        keep_error: false,
+        finished_at: None,
+    };
+    match finish {
+        Finish::Done { at: t, .. } => Ending {
+            state: "done",
+            finished_at: Some(at(*t)),
+            ..base
+        },
+        Finish::Next { next_fire } => Ending {
+            next_fire: Some(at(*next_fire)),
+            reset: true,
+            ..base
+        },
+        Finish::Retry {
+            next_fire,
+            error,
+            uncount,
+        } => Ending {
+            next_fire: Some(at(*next_fire)),
+            uncount: i64::from(*uncount),
+            error: Some(error),
+            ..base
+        },
+        Finish::Dead { error, at: t } => Ending {
+            state: "dead",
+            error: Some(error),
+            finished_at: Some(at(*t)),
+            ..base
+        },
+        Finish::Release => Ending {
+            uncount: 1,
+            keep_error: true,
+            ..base
+        },
+    }
+}
+
+/// The ends of an exchange: a `DELETE` for the one-shot jobs that
+/// succeeded and are not kept, one `UPDATE` from arrays for the others.
+/// Each returns the fences that held.
+fn end_runs(
+    tx: &mut postgres::Transaction<'_>,
+    owner: &str,
+    ends: &[(Fence, Finish)],
+) -> Result<Vec<bool>, postgres::Error> {
+    let (deletes, updates): (Vec<usize>, Vec<usize>) =
+        (0..ends.len()).partition(|&i| matches!(ends[i].1, Finish::Done { keep: false, .. }));
+    let keys = |of: &[usize]| -> Vec<&str> { of.iter().map(|&i| ends[i].0.key.as_str()).collect() };
+    let runs = |of: &[usize]| -> Vec<i64> { of.iter().map(|&i| ends[i].0.run).collect() };
+    let mut held = HashSet::new();
+    if !deletes.is_empty() {
+        let rows = tx.query(
+            "DELETE FROM chronopool_jobs AS j USING unnest($1::text[], $2::bigint[]) AS f(key, run)
+             WHERE j.key = f.key AND j.run = f.run AND j.owner = $3 AND j.state = 'running'
+             RETURNING f.key, f.run",
+            &[&keys(&deletes), &runs(&deletes), &owner],
+        )?;
+        held.extend(fences_of(&rows)?);
+    }
+    if !updates.is_empty() {
+        let values: Vec<Ending<'_>> = updates.iter().map(|&i| ending(&ends[i].1)).collect();
+        let column = |f: &dyn Fn(&Ending<'_>) -> &'static str| -> Vec<&str> {
+            values.iter().map(f).collect()
+        };
+        let states = column(&|e| e.state);
+        let next_fires: Vec<Option<SystemTime>> = values.iter().map(|e| e.next_fire).collect();
+        let resets: Vec<bool> = values.iter().map(|e| e.reset).collect();
+        let uncounts: Vec<i64> = values.iter().map(|e| e.uncount).collect();
+        let errors: Vec<Option<&str>> = values.iter().map(|e| e.error).collect();
+        let keep_errors: Vec<bool> = values.iter().map(|e| e.keep_error).collect();
+        let finished: Vec<Option<SystemTime>> = values.iter().map(|e| e.finished_at).collect();
+        let rows = tx.query(
+            "UPDATE chronopool_jobs AS j SET
+                 state = f.state,
+                 next_fire = coalesce(f.next_fire, j.next_fire),
+                 attempt = CASE WHEN f.reset THEN 0 ELSE greatest(j.attempt - f.uncount, 0) END,
+                 last_error = CASE WHEN f.keep_error THEN j.last_error ELSE f.error END,
+                 finished_at = f.finished_at,
+                 owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL,
+                 lease_until = NULL
+             FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[], $5::bool[],
+                         $6::bigint[], $7::text[], $8::bool[], $9::timestamptz[])
+                  AS f(key, run, state, next_fire, reset, uncount, error, keep_error, finished_at)
+             WHERE j.key = f.key AND j.run = f.run AND j.owner = $10 AND j.state = 'running'
+             RETURNING f.key, f.run",
+            &[
+                &keys(&updates),
+                &runs(&updates),
+                &states,
+                &next_fires,
+                &resets,
+                &uncounts,
+                &errors,
+                &keep_errors,
+                &finished,
+                &owner,
+            ],
+        )?;
+        held.extend(fences_of(&rows)?);
+    }
+    Ok(ends
+        .iter()
+        .map(|(f, _)| held.contains(&(f.key.clone(), f.run)))
+        .collect())
+}
+
+fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Error> {
+    let owner = x.owner;
+    let mut tx = c.transaction()?;
+    let mut done = Exchanged {
+        ended: if x.ends.is_empty() {
+            Vec::new()
+        } else {
+            end_runs(&mut tx, &owner.id, x.ends)?
+        },
+        ..Exchanged::default()
+    };
+    if let Some(claim) = &x.claim {
+        let rows = tx.query(
+            &format!(
+                "UPDATE chronopool_jobs AS j SET
+                     attempt = j.attempt + CASE WHEN j.state = 'running' AND j.owner = $2
+                                                     AND j.run = $3 THEN 0 ELSE 1 END,
+                     state = 'running', owner = $2, run = $3, owner_name = $4,
+                     owner_lock = $5, lease_until = $6
+                 WHERE j.key IN (
+                     SELECT c.key FROM unnest($1::text[]) AS k(key)
+                         JOIN chronopool_jobs AS c ON c.key = k.key
+                     WHERE CASE c.state
+                               WHEN 'scheduled' THEN c.next_fire <= $7
+                               WHEN 'running' THEN c.lease_until < $7
+                                                   OR (c.owner = $2 AND c.run = $3)
+                               ELSE false END
+                     FOR UPDATE OF c SKIP LOCKED)
+                 RETURNING {COLUMNS}"
+            ),
+            &[
+                &claim.keys,
+                &owner.id,
+                &claim.run,
+                &owner.name,
+                &owner.lock,
+                &at(claim.lease_until),
+                &at(claim.now),
+            ],
+        )?;
+        done.claimed = rows_of(&rows)?;
+    }
+    if let Some((fences, until)) = x.renew {
+        let keys: Vec<&str> = fences.iter().map(|f| f.key.as_str()).collect();
+        let runs: Vec<i64> = fences.iter().map(|f| f.run).collect();
+        let rows = tx.query(
+            "UPDATE chronopool_jobs AS j SET lease_until = $4
+             FROM unnest($1::text[], $2::bigint[]) AS f(key, run)
+             WHERE j.key = f.key AND j.run = f.run AND j.owner = $3 AND j.state = 'running'
+             RETURNING f.key, f.run",
+            &[&keys, &runs, &owner.id, &at(until)],
+        )?;
+        let held = fences_of(&rows)?;
+        done.renewed = fences
+            .iter()
+            .map(|f| held.contains(&(f.key.clone(), f.run)))
+            .collect();
+    }
+    tx.commit()?;
+    Ok(done)
+}
+
+impl Conn for PgConn {
+    fn upsert(&mut self, jobs: &[NewJob]) -> Result<(), StoreError> {
+        // One statement for the batch (arrays, unnested): one round trip.
+        // A key twice in one statement is an error in PostgreSQL, so the
+        // later job of a key is the one sent.
+        let mut latest: HashMap<&str, usize> = HashMap::with_capacity(jobs.len());
+        for (i, job) in jobs.iter().enumerate() {
+            latest.insert(&job.key, i);
+        }
+        let mut kept: Vec<usize> = latest.into_values().collect();
+        kept.sort_unstable();
+        let kept: Vec<&NewJob> = kept.into_iter().map(|i| &jobs[i]).collect();
+        let keys: Vec<&str> = kept.iter().map(|j| j.key.as_str()).collect();
+        let names: Vec<&str> = kept.iter().map(|j| j.name.as_str()).collect();
+        let payloads: Vec<&[u8]> = kept.iter().map(|j| j.payload.as_slice()).collect();
+        let recurrences: Vec<&str> = kept.iter().map(|j| j.recurrence.as_str()).collect();
+        let fires: Vec<SystemTime> = kept.iter().map(|j| at(j.next_fire)).collect();
+        let missed: Vec<&str> = kept.iter().map(|j| missed_name(j.missed)).collect();
+        let catch_ups: Vec<Option<i64>> = kept.iter().map(|j| j.catch_up).collect();
+        self.run(|c| {
+            c.execute(
+                "INSERT INTO chronopool_jobs
+                     (key, name, payload, recurrence, next_fire, missed, catch_up, state, attempt)
+                 SELECT *, 'scheduled', 0 FROM unnest($1::text[], $2::text[], $3::bytea[],
+                     $4::text[], $5::timestamptz[], $6::text[], $7::bigint[])
+                 ON CONFLICT (key) DO UPDATE SET
+                     name = excluded.name, payload = excluded.payload,
+                     recurrence = excluded.recurrence, next_fire = excluded.next_fire,
+                     state = 'scheduled', attempt = 0, missed = excluded.missed,
+                     catch_up = excluded.catch_up, owner = NULL, run = NULL,
+                     owner_name = NULL, owner_lock = NULL, lease_until = NULL,
+                     last_error = NULL, finished_at = NULL",
+                &[
+                    &keys,
+                    &names,
+                    &payloads,
+                    &recurrences,
+                    &fires,
+                    &missed,
+                    &catch_ups,
+                ],
+            )
+            .map(drop)
+        })
+    }
+
+    fn due(&mut self, q: &DueQuery<'_>) -> Result<Vec<Due>, StoreError> {
+        self.run(|c| {
+            let mut due = due_rows(c, q.until, q.names, q.limit, true)?;
+            due.extend(due_rows(c, q.unhandled_before, q.names, q.limit, false)?);
+            Ok(due)
+        })
+    }
+
+    fn reap(&mut self, now: Micros, grace: Duration) -> Result<u64, StoreError> {
+        self.run(|c| {
+            c.execute(
+                "UPDATE chronopool_jobs SET lease_until = $1
+                 WHERE state = 'running' AND lease_until > $1 AND owner_lock IS NOT NULL
+                   AND now() - pg_postmaster_start_time() > make_interval(secs => $2)
+                   AND owner_lock <> ALL (
+                       SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks AS l
+                       WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+                         AND l.database = (SELECT oid FROM pg_database
+                                           WHERE datname = current_database()))",
+                &[&at(now - 1), &grace.as_secs_f64()],
+            )
+        })
+    }
+
+    fn exchange(&mut self, x: &Exchange<'_>) -> Result<Exchanged, StoreError> {
+        self.run(|c| exchange(c, x))
+    }
+
+    fn get(&mut self, key: &str) -> Result<Option<Row>, StoreError> {
+        self.run(|c| {
+            let row = c.query_opt(
+                &format!("SELECT {COLUMNS} FROM chronopool_jobs WHERE key = $1"),
+                &[&key],
+            )?;
+            row.as_ref().map(row_of).transpose()
+        })
+    }
+
+    fn list(&mut self, state: JobState) -> Result<Vec<Row>, StoreError> {
+        self.run(|c| {
+            let rows = c.query(
+                &format!("SELECT {COLUMNS} FROM chronopool_jobs WHERE state = $1 ORDER BY key"),
+                &[&state.name()],
+            )?;
+            rows_of(&rows)
+        })
+    }
+
+    fn delete(&mut self, key: &str) -> Result<bool, StoreError> {
+        self.run(|c| {
+            c.execute("DELETE FROM chronopool_jobs WHERE key = $1", &[&key])
+                .map(|n| n == 1)
+        })
+    }
+
+    fn revive(&mut self, key: &str, now: Micros) -> Result<bool, StoreError> {
+        self.run(|c| {
+            c.execute(
+                "UPDATE chronopool_jobs SET state = 'scheduled', next_fire = $2, attempt = 0,
+                     finished_at = NULL
+                 WHERE key = $1 AND state = 'dead'",
+                &[&key, &at(now)],
+            )
+            .map(|n| n == 1)
+        })
+    }
+
+    fn clean(&mut self, done_before: Micros, dead_before: Micros) -> Result<u64, StoreError> {
+        self.run(|c| {
+            c.execute(
+                "DELETE FROM chronopool_jobs
+                 WHERE (state = 'done' AND finished_at < $1) OR (state = 'dead' AND finished_at < $2)",
+                &[&at(done_before), &at(dead_before)],
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,45 @@
+-- Version 3: times in microseconds since the epoch, states and missed-run
+-- policies by name, and the fence of a run (owner, run number), with the
+-- owner's readable name and session lock key. The table is rebuilt (SQLite
+-- cannot change a column's type in place).
+CREATE TABLE chronopool_jobs_v3 (
+    key         TEXT PRIMARY KEY NOT NULL,
+    name        TEXT NOT NULL,
+    payload     BLOB NOT NULL,
+    -- once, every <period>us, or cron <zone> <expression>
+    recurrence  TEXT NOT NULL,
+    -- microseconds since the epoch
+    next_fire   INTEGER NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('scheduled', 'running', 'done', 'dead')),
+    attempt     INTEGER NOT NULL DEFAULT 0,
+    missed      TEXT NOT NULL DEFAULT 'skip' CHECK (missed IN ('burst', 'skip', 'delay')),
+    -- microseconds: an occurrence later than this is skipped
+    catch_up    INTEGER,
+    -- the running run's fence, and who it is for people
+    owner       TEXT,
+    run         INTEGER,
+    owner_name  TEXT,
+    owner_lock  INTEGER,
+    lease_until INTEGER,
+    last_error  TEXT,
+    finished_at INTEGER
+);
+INSERT INTO chronopool_jobs_v3
+    (key, name, payload, recurrence, next_fire, state, attempt, missed,
+     owner, lease_until, last_error, finished_at)
+SELECT key, name, payload,
+       CASE WHEN recurrence LIKE 'every %'
+            THEN 'every ' || (CAST(substr(recurrence, 7) AS INTEGER) * 1000) || 'us'
+            ELSE recurrence END,
+       next_fire * 1000,
+       CASE state WHEN 0 THEN 'scheduled' WHEN 1 THEN 'running' WHEN 2 THEN 'dead'
+                  ELSE 'done' END,
+       attempt,
+       -- RunAll was Burst; RunOnce (and Skip, which ran none) is Skip
+       CASE misfire WHEN 2 THEN 'burst' ELSE 'skip' END,
+       owner, lease_until * 1000, last_error, finished_at * 1000
+FROM chronopool_jobs;
+DROP TABLE chronopool_jobs;
+ALTER TABLE chronopool_jobs_v3 RENAME TO chronopool_jobs;
+CREATE INDEX chronopool_jobs_due ON chronopool_jobs (state, next_fire);
+CREATE INDEX chronopool_jobs_lease ON chronopool_jobs (state, lease_until);

@@ -1,0 +1,484 @@
+//! [`SqliteStore`]: durable jobs in one SQLite file (the bundled SQLite:
+//! nothing to install), for one process or several on one machine.
+//!
+//! Each of a scheduler's loops has a connection of its own, and the API
+//! one more: the file is in WAL mode, so readers never block the writer,
+//! and a writer waits up to 5 s for another's lock (then the operation
+//! fails as transient, and the loop tries again). Commits are `synchronous
+//! = FULL`: a job whose `schedule` returned survives a power cut, not only
+//! a crash of the process.
+//!
+//! The file (and the `-wal` and `-shm` files SQLite makes beside it, which
+//! take its permissions) is created readable by its owner only: jobs'
+//! payloads are the application's data.
+//!
+//! The schema's version is in `chronopool_schema` (a file of versions 1
+//! and 2, from before that table, kept it in `PRAGMA user_version`). The
+//! migrations are the `.sql` files in `migrations/`, applied in one
+//! `BEGIN IMMEDIATE` transaction that reads the version first: of several
+//! schedulers that open a new file at once, the first migrates and the
+//! others find it done.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, TransactionBehavior};
+
+use super::{
+    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, NewJob, Role, Row, Store,
+};
+use crate::error::StoreError;
+use crate::owner::Owner;
+use crate::schedule::{missed_name, missed_of};
+use crate::time::Micros;
+
+/// `MIGRATIONS[v]` takes a file at version `v` to `v + 1`.
+const MIGRATIONS: [&str; 3] = [
+    include_str!("migrations/0001_jobs.sql"),
+    include_str!("migrations/0002_finished_at.sql"),
+    include_str!("migrations/0003_fences_and_microseconds.sql"),
+];
+
+/// The schema's version once migrated.
+const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// How long a statement waits for another connection's lock.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The columns of a [`Row`], in `row_of`'s order.
+const COLUMNS: &str = "key, name, payload, recurrence, next_fire, state, attempt, missed, \
+                       catch_up, last_error, owner_name, lease_until";
+
+/// The fence of a run, as every finish and renewal matches it.
+const FENCED: &str = "key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running'";
+
+/// Durable jobs in a SQLite file.
+#[derive(Debug)]
+pub(crate) struct SqliteStore {
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating it, readable by its owner only, if need be) the
+    /// store in the file at `path`, brings its schema to this version's,
+    /// and returns it with that first connection.
+    pub(crate) fn open(path: &Path) -> Result<(SqliteStore, Box<dyn Conn>), StoreError> {
+        create_private(path)?;
+        let mut connection = connect(path)?;
+        migrate(&mut connection)?;
+        let store = SqliteStore {
+            path: path.to_owned(),
+        };
+        Ok((store, Box::new(SqliteConn { c: connection })))
+    }
+}
+
+impl Store for SqliteStore {
+    fn connect(&self, _role: Role<'_>) -> Result<Box<dyn Conn>, StoreError> {
+        Ok(Box::new(SqliteConn {
+            c: connect(&self.path)?,
+        }))
+    }
+}
+
+/// Creates the file at `path`, mode 0600, if there is none.
+fn create_private(path: &Path) -> Result<(), StoreError> {
+    if path.exists() {
+        return Ok(());
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(_) => Ok(()),
+        // Another scheduler created it meanwhile.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::new(
+            format!("cannot create {}: {e}", path.display()),
+            Some(format!("{:?}", e.kind())),
+            false,
+            Some(Box::new(e)),
+        )),
+    }
+}
+
+/// A connection to the file, in WAL mode with full syncs.
+fn connect(path: &Path) -> Result<Connection, StoreError> {
+    let connection = Connection::open(path).map_err(store_error)?;
+    connection.busy_timeout(BUSY_TIMEOUT).map_err(store_error)?;
+    // Switching to WAL needs the file to itself for a moment: another
+    // connection doing the same, or migrating, answers busy at once (the
+    // busy handler is not asked), so it is tried again until the timeout.
+    let give_up = std::time::Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match connection.pragma_update(None, "journal_mode", "WAL") {
+            Ok(()) => break,
+            Err(e) if is_busy(&e) && std::time::Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(store_error(e)),
+        }
+    }
+    connection
+        .pragma_update(None, "synchronous", "FULL")
+        .map_err(store_error)?;
+    Ok(connection)
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`] (module doc).
+fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
+    let tx = connection
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(store_error)?;
+    tx.execute_batch("CREATE TABLE IF NOT EXISTS chronopool_schema (version INTEGER NOT NULL)")
+        .map_err(store_error)?;
+    let recorded: Option<i64> = tx
+        .query_row("SELECT version FROM chronopool_schema", [], |r| r.get(0))
+        .optional()
+        .map_err(store_error)?;
+    let version = match recorded {
+        Some(v) => v,
+        // A file of version 1 or 2 kept it here; a new file has 0.
+        None => tx
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(store_error)?,
+    };
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::other(format!(
+            "the store's schema is version {version}, newer than this crate's {SCHEMA_VERSION}"
+        )));
+    }
+    for migration in MIGRATIONS.iter().skip(version.max(0) as usize) {
+        tx.execute_batch(migration).map_err(store_error)?;
+    }
+    tx.execute("DELETE FROM chronopool_schema", [])
+        .map_err(store_error)?;
+    tx.execute(
+        "INSERT INTO chronopool_schema (version) VALUES (?1)",
+        params![SCHEMA_VERSION],
+    )
+    .map_err(store_error)?;
+    tx.commit().map_err(store_error)
+}
+
+/// A rusqlite error as a [`StoreError`]: busy and locked are transient.
+fn store_error(e: rusqlite::Error) -> StoreError {
+    let code = e.sqlite_error_code().map(code_name);
+    StoreError::new(e.to_string(), code, is_busy(&e), Some(Box::new(e)))
+}
+
+/// SQLite's name of a result code.
+fn code_name(code: rusqlite::ErrorCode) -> String {
+    use rusqlite::ErrorCode as E;
+    let name = match code {
+        E::InternalMalfunction => "SQLITE_INTERNAL",
+        E::PermissionDenied => "SQLITE_PERM",
+        E::OperationAborted => "SQLITE_ABORT",
+        E::DatabaseBusy => "SQLITE_BUSY",
+        E::DatabaseLocked => "SQLITE_LOCKED",
+        E::OutOfMemory => "SQLITE_NOMEM",
+        E::ReadOnly => "SQLITE_READONLY",
+        E::OperationInterrupted => "SQLITE_INTERRUPT",
+        E::SystemIoFailure => "SQLITE_IOERR",
+        E::DatabaseCorrupt => "SQLITE_CORRUPT",
+        E::NotFound => "SQLITE_NOTFOUND",
+        E::DiskFull => "SQLITE_FULL",
+        E::CannotOpen => "SQLITE_CANTOPEN",
+        E::FileLockingProtocolFailed => "SQLITE_PROTOCOL",
+        E::SchemaChanged => "SQLITE_SCHEMA",
+        E::TooBig => "SQLITE_TOOBIG",
+        E::ConstraintViolation => "SQLITE_CONSTRAINT",
+        E::TypeMismatch => "SQLITE_MISMATCH",
+        E::ApiMisuse => "SQLITE_MISUSE",
+        E::NoLargeFileSupport => "SQLITE_NOLFS",
+        E::AuthorizationForStatementDenied => "SQLITE_AUTH",
+        E::ParameterOutOfRange => "SQLITE_RANGE",
+        E::NotADatabase => "SQLITE_NOTADB",
+        _ => "SQLITE_ERROR",
+    };
+    name.to_owned()
+}
+
+fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    let state: String = r.get(5)?;
+    let missed: String = r.get(7)?;
+    Ok(Row {
+        key: r.get(0)?,
+        name: r.get(1)?,
+        payload: r.get(2)?,
+        recurrence: r.get(3)?,
+        next_fire: r.get(4)?,
+        state: JobState::of_name(&state).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, Box::new(e))
+        })?,
+        attempt: r.get(6)?,
+        missed: missed_of(&missed),
+        catch_up: r.get(8)?,
+        last_error: r.get(9)?,
+        owner_name: r.get(10)?,
+        lease_until: r.get(11)?,
+    })
+}
+
+/// One connection to the file.
+struct SqliteConn {
+    c: Connection,
+}
+
+/// One run's end (`Conn::exchange`), in the caller's transaction.
+fn finish_one(
+    c: &Connection,
+    owner: &str,
+    fence: &Fence,
+    finish: &Finish,
+) -> rusqlite::Result<bool> {
+    let Fence { key, run } = fence;
+    const CLEAR: &str = "owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL, \
+                         lease_until = NULL";
+    let changed = match finish {
+        Finish::Done { keep: false, .. } => c
+            .prepare_cached(&format!("DELETE FROM chronopool_jobs WHERE {FENCED}"))?
+            .execute(params![key, owner, run])?,
+        Finish::Done { at, keep: true } => c
+            .prepare_cached(&format!(
+                "UPDATE chronopool_jobs SET state = 'done', {CLEAR}, last_error = NULL,
+                     finished_at = ?4 WHERE {FENCED}"
+            ))?
+            .execute(params![key, owner, run, at])?,
+        Finish::Next { next_fire } => c
+            .prepare_cached(&format!(
+                "UPDATE chronopool_jobs SET state = 'scheduled', {CLEAR}, next_fire = ?4,
+                     attempt = 0, last_error = NULL WHERE {FENCED}"
+            ))?
+            .execute(params![key, owner, run, next_fire])?,
+        Finish::Retry {
+            next_fire,
+            error,
+            uncount,
+        } => c
+            .prepare_cached(&format!(
+                "UPDATE chronopool_jobs SET state = 'scheduled', {CLEAR}, next_fire = ?4,
+                     attempt = max(attempt - ?6, 0), last_error = ?5 WHERE {FENCED}"
+            ))?
+            .execute(params![
+                key,
+                owner,
+                run,
+                next_fire,
+                error,
+                i64::from(*uncount)
+            ])?,
+        Finish::Dead { error, at } => c
+            .prepare_cached(&format!(
+                "UPDATE chronopool_jobs SET state = 'dead', {CLEAR}, last_error = ?4,
+                     finished_at = ?5 WHERE {FENCED}"
+            ))?
+            .execute(params![key, owner, run, error, at])?,
+        Finish::Release => c
+            .prepare_cached(&format!(
+                "UPDATE chronopool_jobs SET state = 'scheduled', {CLEAR},
+                     attempt = max(attempt - 1, 0) WHERE {FENCED}"
+            ))?
+            .execute(params![key, owner, run])?,
+    };
+    Ok(changed == 1)
+}
+
+/// `?, ?, ...`: `n` placeholders from `?{first}` on.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("?{i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn due_rows(
+    c: &Connection,
+    until: Micros,
+    names: &[String],
+    limit: usize,
+    handled: bool,
+) -> rusqlite::Result<Vec<Due>> {
+    let among = if handled { "IN" } else { "NOT IN" };
+    let names_in = placeholders(3, names.len());
+    let mut statement = c.prepare_cached(&format!(
+        "SELECT key, name, next_fire AS fire, 0, NULL FROM chronopool_jobs
+             WHERE state = 'scheduled' AND next_fire <= ?1 AND name {among} ({names_in})
+         UNION ALL
+         SELECT key, name, lease_until + 1, 1, owner FROM chronopool_jobs
+             WHERE state = 'running' AND lease_until < ?1 AND name {among} ({names_in})
+         ORDER BY 3
+         LIMIT ?2"
+    ))?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let values = [rusqlite::types::Value::from(until), limit.into()]
+        .into_iter()
+        .chain(names.iter().map(|n| n.clone().into()));
+    let rows = statement.query_map(params_from_iter(values), |r| {
+        Ok(Due {
+            key: r.get(0)?,
+            name: r.get(1)?,
+            fire: r.get(2)?,
+            expired: r.get(3)?,
+            owner: r.get(4)?,
+        })
+    })?;
+    rows.collect()
+}
+
+fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged> {
+    let Owner { id, name, lock } = x.owner;
+    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut done = Exchanged::default();
+    for (fence, finish) in x.ends {
+        done.ended.push(finish_one(&tx, id, fence, finish)?);
+    }
+    if let Some(claim) = &x.claim {
+        let mut statement = tx.prepare_cached(&format!(
+            "UPDATE chronopool_jobs
+                 SET attempt = attempt + (CASE WHEN state = 'running' AND owner = ?2 AND run = ?3
+                                               THEN 0 ELSE 1 END),
+                     state = 'running', owner = ?2, run = ?3, owner_name = ?4,
+                     owner_lock = ?5, lease_until = ?6
+             WHERE key = ?1
+               AND ((state = 'scheduled' AND next_fire <= ?7)
+                    OR (state = 'running' AND lease_until < ?7)
+                    OR (state = 'running' AND owner = ?2 AND run = ?3))
+             RETURNING {COLUMNS}"
+        ))?;
+        for key in claim.keys {
+            let row = statement
+                .query_row(
+                    params![key, id, claim.run, name, lock, claim.lease_until, claim.now],
+                    row_of,
+                )
+                .optional()?;
+            done.claimed.extend(row);
+        }
+    }
+    if let Some((fences, until)) = x.renew {
+        let mut statement = tx.prepare_cached(&format!(
+            "UPDATE chronopool_jobs SET lease_until = ?4 WHERE {FENCED}"
+        ))?;
+        for Fence { key, run } in fences {
+            done.renewed
+                .push(statement.execute(params![key, id, run, until])? == 1);
+        }
+    }
+    tx.commit()?;
+    Ok(done)
+}
+
+impl Conn for SqliteConn {
+    fn upsert(&mut self, jobs: &[NewJob]) -> Result<(), StoreError> {
+        let tx = self
+            .c
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(store_error)?;
+        {
+            let mut statement = tx
+                .prepare_cached(
+                    "INSERT INTO chronopool_jobs
+                         (key, name, payload, recurrence, next_fire, state, attempt, missed, catch_up)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', 0, ?6, ?7)
+                     ON CONFLICT (key) DO UPDATE SET
+                         name = excluded.name, payload = excluded.payload,
+                         recurrence = excluded.recurrence, next_fire = excluded.next_fire,
+                         state = 'scheduled', attempt = 0, missed = excluded.missed,
+                         catch_up = excluded.catch_up, owner = NULL, run = NULL,
+                         owner_name = NULL, owner_lock = NULL, lease_until = NULL,
+                         last_error = NULL, finished_at = NULL",
+                )
+                .map_err(store_error)?;
+            for job in jobs {
+                statement
+                    .execute(params![
+                        job.key,
+                        job.name,
+                        job.payload,
+                        job.recurrence,
+                        job.next_fire,
+                        missed_name(job.missed),
+                        job.catch_up,
+                    ])
+                    .map_err(store_error)?;
+            }
+        }
+        tx.commit().map_err(store_error)
+    }
+
+    fn due(&mut self, q: &DueQuery<'_>) -> Result<Vec<Due>, StoreError> {
+        let mut due = due_rows(&self.c, q.until, q.names, q.limit, true).map_err(store_error)?;
+        due.extend(
+            due_rows(&self.c, q.unhandled_before, q.names, q.limit, false).map_err(store_error)?,
+        );
+        Ok(due)
+    }
+
+    fn exchange(&mut self, x: &Exchange<'_>) -> Result<Exchanged, StoreError> {
+        exchange(&mut self.c, x).map_err(store_error)
+    }
+
+    fn get(&mut self, key: &str) -> Result<Option<Row>, StoreError> {
+        self.c
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM chronopool_jobs WHERE key = ?1"
+            ))
+            .and_then(|mut s| s.query_row(params![key], row_of).optional())
+            .map_err(store_error)
+    }
+
+    fn list(&mut self, state: JobState) -> Result<Vec<Row>, StoreError> {
+        let mut statement = self
+            .c
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM chronopool_jobs WHERE state = ?1 ORDER BY key"
+            ))
+            .map_err(store_error)?;
+        let rows = statement
+            .query_map(params![state.name()], row_of)
+            .map_err(store_error)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(store_error)
+    }
+
+    fn delete(&mut self, key: &str) -> Result<bool, StoreError> {
+        self.c
+            .execute("DELETE FROM chronopool_jobs WHERE key = ?1", params![key])
+            .map(|n| n == 1)
+            .map_err(store_error)
+    }
+
+    fn revive(&mut self, key: &str, now: Micros) -> Result<bool, StoreError> {
+        self.c
+            .execute(
+                "UPDATE chronopool_jobs SET state = 'scheduled', next_fire = ?2, attempt = 0,
+                     finished_at = NULL
+                 WHERE key = ?1 AND state = 'dead'",
+                params![key, now],
+            )
+            .map(|n| n == 1)
+            .map_err(store_error)
+    }
+
+    fn clean(&mut self, done_before: Micros, dead_before: Micros) -> Result<u64, StoreError> {
+        self.c
+            .prepare_cached(
+                "DELETE FROM chronopool_jobs
+                 WHERE (state = 'done' AND finished_at < ?1) OR (state = 'dead' AND finished_at < ?2)",
+            )
+            .and_then(|mut s| s.execute(params![done_before, dead_before]))
+            .map(|n| n as u64)
+            .map_err(store_error)
+    }
+}
+
+#[cfg(test)]
+mod tests;
