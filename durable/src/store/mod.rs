@@ -235,7 +235,7 @@ pub(crate) enum Role<'a> {
     /// The run loop's (claims, finishes, renewals) for `owner`: on
     /// PostgreSQL it holds the owner's session lock, which tells the other
     /// schedulers it is alive.
-    Runs(&'a Owner),
+    Runs(#[cfg_attr(not(feature = "postgres"), allow(dead_code))] &'a Owner),
     /// The poll loop's (due jobs, take-overs, retention).
     Poll,
 }
