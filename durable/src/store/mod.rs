@@ -50,6 +50,8 @@ use crate::error::StoreError;
 use crate::owner::Owner;
 use crate::time::Micros;
 
+#[cfg(test)]
+mod conformance;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]

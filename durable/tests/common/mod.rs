@@ -14,7 +14,9 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// A running server; stopped (fast, `immediate`) when dropped.
 pub struct PgServer {
@@ -148,6 +150,55 @@ impl PgServer {
     pub fn stop(&self) {
         let data = self.data.to_str().unwrap();
         self.run("pg_ctl", &["-D", data, "-m", "immediate", "-w", "stop"]);
+    }
+
+    /// One server for every test of this test binary (each makes its own
+    /// database: [`fresh_database`](Self::fresh_database)). A static is
+    /// never dropped, so a watchdog process stops the server and removes
+    /// its directory once this process has exited, however it ended.
+    pub fn shared() -> &'static PgServer {
+        static SERVER: OnceLock<PgServer> = OnceLock::new();
+        SERVER.get_or_init(|| {
+            let server = PgServer::start();
+            server.watch(std::process::id());
+            server
+        })
+    }
+
+    /// Stops the server and removes its directory once process `pid` is
+    /// gone.
+    fn watch(&self, pid: u32) {
+        let pg_ctl = self.bin.join("pg_ctl");
+        let stop = format!(
+            "{}{} -D {} -m immediate -w stop",
+            if self.as_postgres {
+                "runuser -u postgres -- "
+            } else {
+                ""
+            },
+            pg_ctl.display(),
+            self.data.display()
+        );
+        let script = format!(
+            "while kill -0 {pid} 2>/dev/null; do sleep 0.5; done; {stop}; rm -rf {}",
+            self.data.parent().unwrap().display()
+        );
+        // Never waited for: it must outlive this process.
+        #[allow(clippy::zombie_processes)]
+        Command::new("setsid")
+            .args(["sh", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the server's watchdog");
+    }
+
+    /// A new, empty database with a name of its own; its connection string.
+    pub fn fresh_database(&self) -> String {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        self.database(&format!("test_{}_{n}", std::process::id()))
     }
 
     /// `program` of the server's, run as the `postgres` user when root.
