@@ -1,0 +1,160 @@
+//! A run's outcome lands on its own job only: a key scheduled again, or
+//! cancelled, while its run is in flight keeps the new job (or none),
+//! whatever the old run ends with. On both stores, in real time, with
+//! handlers held at gates the test opens.
+
+mod common;
+mod stores;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use chronopool_durable::{DurableScheduler, Job, JobError, Schedule};
+use stores::{eventually, pool, real_config, Store, BOTH};
+
+/// Handlers held until the test opens their gate, and every run seen.
+#[derive(Default)]
+struct Gates {
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    open: HashMap<String, Result<(), String>>,
+    started: Vec<String>,
+}
+
+impl Gates {
+    /// A handler that records its payload, waits for the gate of that
+    /// name if the payload starts with "hold", and returns what the gate
+    /// says (`Ok`, or a retryable error).
+    fn register(self: &Arc<Self>, jobs: &DurableScheduler) {
+        let gates = Arc::clone(self);
+        jobs.register("work", move |job| {
+            let payload = String::from_utf8(job.payload().to_vec()).unwrap();
+            let mut state = gates.state.lock().unwrap();
+            state.started.push(payload.clone());
+            gates.changed.notify_all();
+            if !payload.starts_with("hold") {
+                return Ok(());
+            }
+            loop {
+                if let Some(outcome) = state.open.get(&payload) {
+                    return outcome.clone().map_err(JobError::retry);
+                }
+                state = gates.changed.wait(state).unwrap();
+            }
+        });
+    }
+
+    fn open(&self, gate: &str, outcome: Result<(), &str>) {
+        let mut state = self.state.lock().unwrap();
+        state.open.insert(gate.into(), outcome.map_err(str::to_owned));
+        self.changed.notify_all();
+    }
+
+    fn runs_of(&self, payload: &str) -> usize {
+        let state = self.state.lock().unwrap();
+        state.started.iter().filter(|p| *p == payload).count()
+    }
+}
+
+/// A one-shot run in flight; its key is scheduled again as a recurring
+/// job, whose first run is in flight too; the old run succeeds. Its
+/// outcome (delete the one-shot) must not delete the recurring job.
+#[test]
+fn an_old_runs_success_does_not_delete_the_job_that_replaced_it() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(3);
+        let jobs = store.open(&pool, real_config());
+        let gates = Arc::new(Gates::default());
+        gates.register(&jobs);
+        jobs.start().unwrap();
+        jobs.schedule("k", "work", "hold-old", Schedule::After(Duration::ZERO))
+            .unwrap();
+        eventually("the old run starts", || gates.runs_of("hold-old") == 1);
+        let every = Schedule::Every(Duration::from_millis(200));
+        jobs.schedule("k", "work", "hold-new", every).unwrap();
+        eventually("the new run starts", || gates.runs_of("hold-new") == 1);
+        gates.open("hold-old", Ok(()));
+        std::thread::sleep(Duration::from_millis(200));
+        gates.open("hold-new", Ok(()));
+        eventually("the recurring job goes on", || gates.runs_of("hold-new") >= 4);
+        assert!(jobs.job("k").unwrap().is_some(), "{kind:?}");
+        assert_eq!(jobs.metrics().lost, 1, "{kind:?}: the old run's outcome");
+    }
+}
+
+/// A one-shot run in flight fails (a retry); meanwhile its key was
+/// scheduled again as another one-shot, whose run is in flight. The old
+/// run's retry must not bring the new job back: it runs once.
+#[test]
+fn an_old_runs_retry_does_not_run_the_new_job_again() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(3);
+        let mut config = real_config();
+        config.retry = chronopool::trigger::Backoff::exponential(
+            Duration::from_millis(100),
+            1.0,
+            Duration::from_millis(100),
+        );
+        let jobs = store.open(&pool, config);
+        let gates = Arc::new(Gates::default());
+        gates.register(&jobs);
+        jobs.start().unwrap();
+        jobs.schedule("k", "work", "hold-old", Schedule::After(Duration::ZERO))
+            .unwrap();
+        eventually("the old run starts", || gates.runs_of("hold-old") == 1);
+        jobs.schedule("k", "work", "hold-new", Schedule::After(Duration::ZERO))
+            .unwrap();
+        eventually("the new run starts", || gates.runs_of("hold-new") == 1);
+        gates.open("hold-old", Err("the old run fails"));
+        std::thread::sleep(Duration::from_millis(300));
+        gates.open("hold-new", Ok(()));
+        eventually("the new job is done", || jobs.job("k").unwrap().is_none());
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(gates.runs_of("hold-new"), 1, "{kind:?}");
+        assert_eq!(gates.runs_of("hold-old"), 1, "{kind:?}");
+    }
+}
+
+/// A job cancelled, then scheduled again, while its run is in flight: the
+/// old run's outcome touches neither the cancel nor the new job.
+#[test]
+fn a_cancel_under_a_run_stays_and_a_new_job_after_it_is_its_own() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(2);
+        let jobs = store.open(&pool, real_config());
+        let gates = Arc::new(Gates::default());
+        gates.register(&jobs);
+        jobs.start().unwrap();
+        jobs.schedule("k", "work", "hold-old", Schedule::After(Duration::ZERO))
+            .unwrap();
+        jobs.schedule("gone", "work", "hold-gone", Schedule::Every(Duration::from_millis(50)))
+            .unwrap();
+        eventually("both run", || {
+            gates.runs_of("hold-old") == 1 && gates.runs_of("hold-gone") == 1
+        });
+        assert!(jobs.cancel("gone").unwrap());
+        assert!(jobs.cancel("k").unwrap());
+        let later = Schedule::After(Duration::from_secs(3600));
+        jobs.schedule_all([Job::new("k", "work", "later", later)])
+            .unwrap();
+        gates.open("hold-old", Err("failed: a retry would bring it back"));
+        gates.open("hold-gone", Ok(()));
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(jobs.job("gone").unwrap().is_none(), "{kind:?}: cancelled stays cancelled");
+        let k = jobs.job("k").unwrap().unwrap();
+        assert_eq!(
+            (k.payload.as_slice(), k.attempt, k.last_error),
+            (&b"later"[..], 0, None),
+            "{kind:?}"
+        );
+        assert_eq!(gates.runs_of("hold-gone"), 1, "{kind:?}");
+    }
+}
