@@ -103,8 +103,10 @@ pub(crate) struct RunLoop {
     failures: u32,
     permanent_failures: u32,
     retry_at: Option<Instant>,
-    /// `Stop` came at.
-    stopping: Option<Instant>,
+    /// The first of the failed exchanges in a row.
+    failing_since: Option<Instant>,
+    /// `Stop` came.
+    stopping: bool,
     /// How long handlers take (an average that favours the recent), ns.
     run_time: Option<f64>,
     /// Dropped when the loop ends: the scheduler's `shutdown` waits for it.
@@ -135,7 +137,8 @@ impl RunLoop {
             failures: 0,
             permanent_failures: 0,
             retry_at: None,
-            stopping: None,
+            failing_since: None,
+            stopping: false,
             run_time: None,
             _done: done,
         }
@@ -145,13 +148,10 @@ impl RunLoop {
     /// has passed since the stop: the leases end by themselves).
     pub(crate) fn run(mut self) {
         loop {
-            self.receive();
-            if let Some(since) = self.stopping {
-                let settled = self.ends.is_empty() && self.held.is_empty();
-                if settled || since.elapsed() > self.shared.config.lease {
-                    return;
-                }
+            if self.finished() {
+                return;
             }
+            self.receive();
             if self.retry_at.is_some_and(|t| Instant::now() < t) {
                 continue;
             }
@@ -167,6 +167,19 @@ impl RunLoop {
                     .store_error("claim, finish and renew", &e);
             }
         }
+    }
+
+    /// Stopped, and every run held is stored; or stopped with the store
+    /// failing for longer than a lease (the leases have ended by
+    /// themselves: the jobs will run again elsewhere). A run whose handler
+    /// goes on is held, and its lease renewed, as long as it goes on.
+    fn finished(&self) -> bool {
+        if !self.stopping {
+            return false;
+        }
+        let settled = self.ends.is_empty() && self.held.is_empty();
+        let lease = self.shared.config.lease;
+        settled || self.failing_since.is_some_and(|since| since.elapsed() > lease)
     }
 
     /// Waits for a message unless there is work now, then drains the
@@ -203,8 +216,7 @@ impl RunLoop {
 
     fn next_deadline(&self) -> Option<Instant> {
         let renew = (!self.held.is_empty()).then_some(self.renew_at);
-        let stop = self.stopping.map(|since| since + self.shared.config.lease);
-        [renew, self.retry_at, stop].into_iter().flatten().min()
+        [renew, self.retry_at].into_iter().flatten().min()
     }
 
     fn renewal_due(&self) -> bool {
@@ -225,7 +237,7 @@ impl RunLoop {
                     expired,
                     busy,
                 };
-                if self.stopping.is_some() || !self.executor_runs() {
+                if self.stopping || !self.executor_runs() {
                     self.dealt_with(fire);
                 } else {
                     self.fires.push_back(fire);
@@ -233,7 +245,7 @@ impl RunLoop {
             }
             ToRuns::Ended(ended) => self.ended(ended),
             ToRuns::Stop => {
-                self.stopping.get_or_insert_with(Instant::now);
+                self.stopping = true;
                 for fire in std::mem::take(&mut self.fires) {
                     self.dealt_with(fire);
                 }
@@ -278,7 +290,7 @@ impl RunLoop {
 
     /// How many jobs may be claimed now (module doc).
     fn claimable(&self) -> usize {
-        if self.stopping.is_some() || !self.executor_runs() {
+        if self.stopping || !self.executor_runs() {
             return 0;
         }
         let slots = self
@@ -383,6 +395,7 @@ impl RunLoop {
                 self.failures = 0;
                 self.permanent_failures = 0;
                 self.retry_at = None;
+                self.failing_since = None;
                 if !renewing.is_empty() {
                     self.renew_at = Instant::now() + self.shared.config.lease / 3;
                 }

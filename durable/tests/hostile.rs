@@ -1,0 +1,106 @@
+//! Handlers are user code: a panic whose payload panics again when it is
+//! dropped, a back-off so long it overflows any clock, a handler that
+//! blocks for longer than the lease. None of them leaves a job stuck
+//! `Running` or a worker dead. On both stores.
+
+mod common;
+mod stores;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chronopool::trigger::Backoff;
+use chronopool_durable::{JobState, Schedule};
+use stores::{eventually, pool, real_config, Store, BOTH};
+
+/// A panic payload whose drop panics.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("expected: the payload's drop panics too");
+        }
+    }
+}
+
+#[test]
+fn a_panic_payload_that_panics_on_drop_is_a_failed_attempt() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(2);
+        let mut config = real_config();
+        config.retry = Backoff::exponential(Duration::from_millis(50), 1.0, Duration::from_millis(50));
+        let jobs = store.open(&pool, config);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        jobs.register("work", move |_| {
+            if r.fetch_add(1, Ordering::SeqCst) == 0 {
+                std::panic::panic_any(Bomb);
+            }
+            Ok(())
+        });
+        jobs.start().unwrap();
+        jobs.schedule("k", "work", b"", Schedule::After(Duration::ZERO)).unwrap();
+        eventually("the retry succeeds", || jobs.job("k").unwrap().is_none());
+        let m = jobs.metrics();
+        assert_eq!((runs.load(Ordering::SeqCst), m.retried, m.succeeded), (2, 1, 1), "{kind:?}");
+        // The workers live on.
+        assert_eq!(pool.submit(|| 7).unwrap().join().unwrap(), 7);
+    }
+}
+
+/// A back-off near `Duration::MAX` overflows every clock: it saturates
+/// (the core's back-off at about 584 years, the store's times at the year
+/// 9999), and the job waits, neither panicking nor stuck.
+#[test]
+fn a_back_off_past_the_end_of_time_saturates() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(2);
+        let mut config = real_config();
+        config.retry = Backoff::exponential(Duration::MAX / 4, 2.0, Duration::MAX);
+        let jobs = store.open(&pool, config);
+        jobs.register("work", |_| Err("down".into()));
+        jobs.start().unwrap();
+        jobs.schedule("k", "work", b"", Schedule::After(Duration::ZERO)).unwrap();
+        eventually("the failure is stored", || jobs.metrics().retried == 1);
+        let k = jobs.job("k").unwrap().unwrap();
+        assert_eq!((k.state, k.attempt, k.last_error.as_deref()), (JobState::Scheduled, 1, Some("down")), "{kind:?}");
+        let centuries = std::time::SystemTime::now() + Duration::from_secs(500 * 365 * 86_400);
+        assert!(k.next_fire >= centuries, "{kind:?}: {:?}", k.next_fire);
+    }
+}
+
+/// A handler that blocks for three leases keeps its job: the lease is
+/// renewed by the scheduler's own thread, and a second scheduler polling
+/// all the while never takes it.
+#[test]
+fn a_handler_that_blocks_past_its_lease_keeps_its_job() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let mut config = real_config();
+        config.lease = Duration::from_millis(300);
+        let (pool_a, pool_b) = (pool(1), pool(2));
+        let a = store.open(&pool_a, config.clone());
+        let b = store.open(&pool_b, config);
+        let runs = Arc::new(AtomicUsize::new(0));
+        for jobs in [&a, &b] {
+            let r = runs.clone();
+            jobs.register("work", move |_| {
+                r.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(900));
+                Ok(())
+            });
+        }
+        a.start().unwrap();
+        a.schedule("k", "work", b"", Schedule::After(Duration::ZERO)).unwrap();
+        eventually("it runs", || runs.load(Ordering::SeqCst) == 1);
+        b.start().unwrap();
+        eventually("it is done", || a.job("k").unwrap().is_none());
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "{kind:?}: run once");
+        assert_eq!(b.metrics().claimed, 0, "{kind:?}");
+    }
+}

@@ -1,0 +1,148 @@
+//! Shutting down loses nothing and leaves nothing stuck: jobs placed when
+//! the executor shuts down are not claimed (they run at once, as attempt
+//! 1, in the next process), runs in progress end and store their
+//! outcomes, and runs the executor dropped unrun give their claims back.
+//! On both stores.
+
+mod common;
+mod stores;
+
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chronopool_durable::{Config, JobState, Schedule};
+use stores::{eventually, pool, real_config, Store, BOTH};
+
+/// The default lease (60 s): a job left claimed would wait that long.
+fn long_lease() -> Config {
+    let mut config = real_config();
+    config.lease = Duration::from_secs(60);
+    config
+}
+
+#[test]
+fn jobs_placed_when_the_executor_shuts_down_are_not_claimed() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        {
+            let pool = pool(2);
+            let jobs = store.open(&pool, long_lease());
+            jobs.register("work", |_| Ok(()));
+            jobs.start().unwrap();
+            for n in 0..20 {
+                jobs.schedule(&format!("j{n}"), "work", b"", Schedule::After(Duration::from_millis(400)))
+                    .unwrap();
+            }
+            // Placed in the executor's timer; then the executor stops, and
+            // runs its due tasks (the placements) first.
+            std::thread::sleep(Duration::from_millis(100));
+            pool.shutdown();
+            assert!(pool.await_termination(Duration::from_secs(10)));
+            assert_eq!(jobs.metrics().claimed, 0, "{kind:?}: nothing claimed");
+        }
+        let pool = pool(2);
+        let jobs = store.open(&pool, long_lease());
+        for n in 0..20 {
+            let job = jobs.job(&format!("j{n}")).unwrap().unwrap();
+            assert_eq!((job.state, job.attempt), (JobState::Scheduled, 0), "{kind:?}");
+        }
+        let attempts = Arc::new(Mutex::new(Vec::new()));
+        let a = attempts.clone();
+        jobs.register("work", move |job| {
+            a.lock().unwrap().push(job.attempt());
+            Ok(())
+        });
+        let restarted = Instant::now();
+        jobs.start().unwrap();
+        eventually("every job runs", || attempts.lock().unwrap().len() == 20);
+        assert!(restarted.elapsed() < Duration::from_secs(10), "not after a lease");
+        assert!(attempts.lock().unwrap().iter().all(|&a| a == 1), "{kind:?}");
+    }
+}
+
+#[test]
+fn runs_in_progress_end_and_store_their_outcomes_through_a_shutdown() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(2);
+        let jobs = store.open(&pool, long_lease());
+        let (started_tx, started) = mpsc::channel();
+        let (release, gate) = mpsc::channel::<()>();
+        let (started_tx, gate) = (Mutex::new(started_tx), Mutex::new(gate));
+        jobs.register("work", move |job| {
+            started_tx.lock().unwrap().send(job.key().to_owned()).unwrap();
+            gate.lock().unwrap().recv().unwrap();
+            Ok(())
+        });
+        jobs.start().unwrap();
+        jobs.schedule("a", "work", b"", Schedule::After(Duration::ZERO)).unwrap();
+        jobs.schedule("b", "work", b"", Schedule::Every(Duration::from_millis(10)))
+            .unwrap();
+        for _ in 0..2 {
+            started.recv_timeout(Duration::from_secs(30)).unwrap();
+        }
+        // The scheduler stops while both run; so does the executor.
+        let stopping = std::thread::scope(|s| {
+            let stopping = s.spawn(|| jobs.shutdown(Duration::from_secs(30)));
+            pool.shutdown();
+            std::thread::sleep(Duration::from_millis(200));
+            assert!(!stopping.is_finished(), "it waits for the runs");
+            release.send(()).unwrap();
+            release.send(()).unwrap();
+            stopping.join().unwrap()
+        });
+        assert!(stopping, "{kind:?}: every outcome stored");
+        assert!(jobs.job("a").unwrap().is_none(), "{kind:?}: a is done");
+        let b = jobs.job("b").unwrap().unwrap();
+        assert_eq!((b.state, b.attempt), (JobState::Scheduled, 0), "{kind:?}");
+        let m = jobs.metrics();
+        assert_eq!((m.claimed, m.succeeded, m.running), (2, 2, 0), "{kind:?}");
+    }
+}
+
+/// `shutdown_now` hands back the runs not started; dropped, they give
+/// their claims back: the jobs are due again at once, their attempts not
+/// counted.
+#[test]
+fn runs_dropped_unrun_give_their_claims_back() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(1);
+        let mut config = long_lease();
+        config.concurrency = Some(5);
+        let jobs = store.open(&pool, config);
+        let (started_tx, started) = mpsc::channel();
+        let (release, gate) = mpsc::channel::<()>();
+        let (started_tx, gate) = (Mutex::new(started_tx), Mutex::new(gate));
+        jobs.register("work", move |job| {
+            started_tx.lock().unwrap().send(job.key().to_owned()).unwrap();
+            let _ = gate.lock().unwrap().recv();
+            Ok(())
+        });
+        jobs.start().unwrap();
+        for n in 0..5 {
+            jobs.schedule(&format!("j{n}"), "work", b"", Schedule::After(Duration::ZERO))
+                .unwrap();
+        }
+        let first = started.recv_timeout(Duration::from_secs(30)).unwrap();
+        eventually("all five claimed", || jobs.metrics().claimed == 5);
+        // Four runs wait for the one worker (and the poll task waits for
+        // its next turn).
+        let pending = pool.shutdown_now();
+        assert!(pending.len() >= 4, "{kind:?}: {}", pending.len());
+        drop(pending);
+        eventually("four released", || jobs.metrics().released == 4);
+        release.send(()).unwrap();
+        assert!(jobs.shutdown(Duration::from_secs(30)), "{kind:?}");
+        for n in 0..5 {
+            let key = format!("j{n}");
+            let job = jobs.job(&key).unwrap();
+            if key == first {
+                assert!(job.is_none(), "{kind:?}: the run that started ended");
+            } else {
+                let job = job.unwrap();
+                assert_eq!((job.state, job.attempt), (JobState::Scheduled, 0), "{kind:?}");
+            }
+        }
+    }
+}
