@@ -60,7 +60,7 @@ fn a_back_off_past_the_end_of_time_saturates() {
         let store = Store::new(kind);
         let pool = pool(2);
         let mut config = real_config();
-        config.retry = Backoff::exponential(Duration::MAX / 4, 2.0, Duration::MAX);
+        config.retry = Backoff::exponential(Duration::MAX / 2, 2.0, Duration::MAX);
         let jobs = store.open(&pool, config);
         jobs.register("work", |_| Err("down".into()));
         jobs.start().unwrap();

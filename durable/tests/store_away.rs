@@ -14,9 +14,10 @@ use chronopool_durable::{JobState, Schedule};
 use common::PgServer;
 use stores::{eventually, pool, real_config, Store, Kind};
 
-/// SQLite: another connection holds the file's write lock for longer than
-/// the busy timeout (5 s) while a run ends; the recurring job goes on
-/// once the lock is gone.
+/// SQLite: as a run of a recurring job ends, another connection holds the
+/// file's write lock for longer than the busy timeout (5 s), so its
+/// outcome cannot be stored; it is stored once the lock is gone, and the
+/// job goes on.
 #[test]
 fn a_finish_that_meets_a_locked_sqlite_file_is_stored_later() {
     let store = Store::new(Kind::Sqlite);
@@ -25,24 +26,35 @@ fn a_finish_that_meets_a_locked_sqlite_file_is_stored_later() {
     config.lease = Duration::from_secs(30);
     let jobs = store.open(&pool, config);
     let runs = Arc::new(AtomicUsize::new(0));
-    let r = runs.clone();
+    let (r, path) = (runs.clone(), store.path());
+    let (locked_tx, locked) = mpsc::channel();
+    let locked_tx = Mutex::new(locked_tx);
     jobs.register("tick", move |_| {
-        r.fetch_add(1, Ordering::SeqCst);
+        if r.fetch_add(1, Ordering::SeqCst) == 1 {
+            // The second run locks the file for 7 s as it ends.
+            let locker = rusqlite::Connection::open(&path).unwrap();
+            locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+            let tx = locked_tx.lock().unwrap().clone();
+            std::thread::spawn(move || {
+                tx.send(()).unwrap();
+                std::thread::sleep(Duration::from_secs(7));
+                drop(locker);
+            });
+        }
         Ok(())
     });
     jobs.start().unwrap();
     jobs.schedule("k", "tick", b"", Schedule::Every(Duration::from_millis(200)))
         .unwrap();
-    eventually("it runs", || runs.load(Ordering::SeqCst) >= 2);
-    let locker = rusqlite::Connection::open(store.path()).unwrap();
-    locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
-    let during = runs.load(Ordering::SeqCst);
-    std::thread::sleep(Duration::from_secs(7));
-    drop(locker);
-    eventually("it runs again", || runs.load(Ordering::SeqCst) >= during + 5);
+    locked.recv_timeout(Duration::from_secs(30)).unwrap();
+    let unlocked = Instant::now() + Duration::from_secs(7);
+    eventually("it runs again after the lock", || {
+        Instant::now() > unlocked && runs.load(Ordering::SeqCst) >= 7
+    });
     let k = jobs.job("k").unwrap().unwrap();
     assert!(k.state == JobState::Scheduled || k.state == JobState::Running);
     assert!(jobs.metrics().store_errors > 0, "the lock was met");
+    assert_eq!(jobs.metrics().lost, 0, "the outcome waited and was stored");
 }
 
 /// PostgreSQL stopped for 12 s while a run is in flight and a recurring
