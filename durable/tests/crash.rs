@@ -1,36 +1,47 @@
-//! Crashes: a child process (this test binary, run again as
-//! `child_schedules_and_runs`) schedules 10,000 jobs due over the next
-//! seconds, on a SQLite file or on a PostgreSQL server the test starts,
-//! and runs them, and is killed with SIGKILL at a point chosen by the
-//! parent: while it schedules, or while it runs. A new scheduler on the
-//! same store then runs what is left. Every job whose
-//! `schedule` call had returned runs at least once; a job runs twice only
-//! if the kill caught its run in flight: between its claim and the commit
-//! of its finish, which the scheduler sends in batches (so it is among the
-//! child's last runs).
+//! Processes that die, stall or start together, on both stores: child
+//! processes (this test binary, run again as `child`, its part chosen by
+//! `CHRONOPOOL_DURABLE_CHILD`) killed with SIGKILL, stopped with SIGSTOP,
+//! restarted with the PID the killed one had, killed by their own handler.
+//!
+//! * **A kill**: a child schedules 10,000 jobs due over the next seconds
+//!   and runs them, and is killed while it schedules, while it runs, or in
+//!   between; a new scheduler runs what is left. Every job whose
+//!   `schedule` call returned runs at least once; a job runs twice only if
+//!   the kill caught its run in flight (between its claim and the commit
+//!   of its outcome, so among the child's last runs).
+//! * **The same PID**: the killed child and the one after it both run as
+//!   PID 1 (each in a PID namespace of its own, as containers do): the new
+//!   one must take the old one's runs over, not mistake them for its own.
+//! * **A stall**: a child is stopped (SIGSTOP: a pause of the whole
+//!   process) while it runs a job; its lease ends, another scheduler runs
+//!   the job; the child, continued, stores nothing.
+//! * **A poison job**: a handler that aborts its process, started again
+//!   and again: the job is dead after `max_attempts` runs.
+//! * **Opening together**: six processes open one new store at once.
 
 #![cfg(unix)]
 
 mod common;
+mod stores;
 
 use std::collections::HashMap;
 use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::Mutex;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chronopool::ScheduledExecutor;
-use chronopool_durable::{Config, DurableScheduler, Schedule};
+use chronopool_durable::{Config, DurableScheduler, JobState, Schedule};
+use stores::{eventually, open_described, pool, Kind, Store, BOTH};
 
 const JOBS: usize = 10_000;
-const CHILD_WORKERS: usize = 2;
 /// How recent a run must be, counted back from the child's last, to have
-/// been in flight at the kill: its finish was in the batch being sent or
-/// queued behind it (a batch carries at most 1,000; runs come at about
-/// 3,000 a second here, and a finish takes a millisecond or two).
-const IN_FLIGHT: usize = 1_000;
+/// been in flight at the kill: claimed (a claim takes at most 1,000) or
+/// waiting for its outcome's commit.
+const IN_FLIGHT: usize = 2_000;
 const PATIENCE: Duration = Duration::from_secs(60);
 
 fn config() -> Config {
@@ -41,11 +52,11 @@ fn config() -> Config {
     config
 }
 
-/// Appends `key` to the file at `path`, one line per run (a small
-/// `O_APPEND` write: whole or not at all at a kill).
-fn append(path: &Path, key: &str) -> std::io::Result<()> {
+/// Appends `line` to the file at `path` (a small `O_APPEND` write: whole
+/// or not at all at a kill).
+fn append(path: &Path, line: &str) -> std::io::Result<()> {
     let mut file = OpenOptions::new().create(true).append(true).open(path)?;
-    file.write_all(format!("{key}\n").as_bytes())
+    file.write_all(format!("{line}\n").as_bytes())
 }
 
 fn lines(path: &Path) -> Vec<String> {
@@ -56,14 +67,10 @@ fn lines(path: &Path) -> Vec<String> {
         .collect()
 }
 
-/// A scheduler whose handler logs every run to `dir`'s `runs`, on the
-/// PostgreSQL database `pg` names, else on `dir`'s SQLite file.
-fn scheduler(pool: &ScheduledExecutor, dir: &Path, pg: Option<&str>) -> DurableScheduler {
-    let jobs = match pg {
-        Some(params) => DurableScheduler::postgres(pool, params, config()),
-        None => DurableScheduler::sqlite(pool, dir.join("jobs.db"), config()),
-    }
-    .unwrap();
+/// A scheduler on the described store whose handler logs every run's key
+/// to `dir`'s `runs`.
+fn logging(pool: &ScheduledExecutor, dir: &Path, store: &str, config: Config) -> DurableScheduler {
+    let jobs = open_described(store, pool, config);
     let runs = Mutex::new(dir.join("runs"));
     jobs.register("work", move |job| {
         let runs = runs.lock().unwrap();
@@ -72,127 +79,285 @@ fn scheduler(pool: &ScheduledExecutor, dir: &Path, pg: Option<&str>) -> DurableS
     jobs
 }
 
-/// The child's body: only when the parent runs it, with its directory in
-/// `CHRONOPOOL_DURABLE_CHILD` (and the database in `CHRONOPOOL_DURABLE_PG`
-/// for PostgreSQL).
+/// The children's bodies: only when a parent runs this test as one.
 #[test]
-#[ignore = "run by the crash tests as a child process"]
-fn child_schedules_and_runs() {
-    let Ok(dir) = std::env::var("CHRONOPOOL_DURABLE_CHILD") else {
+#[ignore = "run by the other tests of this file as a child process"]
+fn child() {
+    let (Ok(part), Ok(dir), Ok(store)) = (
+        std::env::var("CHRONOPOOL_DURABLE_CHILD"),
+        std::env::var("CHRONOPOOL_DURABLE_DIR"),
+        std::env::var("CHRONOPOOL_DURABLE_STORE"),
+    ) else {
         return;
     };
     let dir = Path::new(&dir);
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(CHILD_WORKERS)
-        .build()
-        .unwrap();
-    let pg = std::env::var("CHRONOPOOL_DURABLE_PG").ok();
-    let jobs = scheduler(&pool, dir, pg.as_deref());
-    jobs.start().unwrap();
-    let scheduled = dir.join("scheduled");
-    for n in 0..JOBS {
-        let key = format!("job-{n}");
-        // Due over the next 3 s, spread by a multiplicative hash.
-        let delay = Duration::from_millis((n as u64).wrapping_mul(2_654_435_761) % 3_000);
-        jobs.schedule(&key, "work", b"", Schedule::After(delay))
-            .unwrap();
-        append(&scheduled, &key).unwrap();
+    let pool = pool(2);
+    match part.as_str() {
+        "schedule_and_run" => {
+            let jobs = logging(&pool, dir, &store, config());
+            jobs.start().unwrap();
+            for n in 0..JOBS {
+                let key = format!("job-{n}");
+                // Due over the next 3 s, spread by a multiplicative hash.
+                let delay = Duration::from_millis((n as u64).wrapping_mul(2_654_435_761) % 3_000);
+                jobs.schedule(&key, "work", b"", Schedule::After(delay)).unwrap();
+                append(&dir.join("scheduled"), &key).unwrap();
+            }
+            std::thread::sleep(PATIENCE);
+        }
+        "run" => {
+            let jobs = logging(&pool, dir, &store, config());
+            jobs.start().unwrap();
+            std::thread::sleep(PATIENCE);
+        }
+        "poison" => {
+            let mut config = config();
+            config.max_attempts = 3;
+            config.lease = Duration::from_millis(500);
+            let jobs = open_described(&store, &pool, config);
+            let runs = dir.join("runs");
+            jobs.register("poison", move |_| {
+                append(&runs, "run").unwrap();
+                std::process::abort();
+            });
+            jobs.start().unwrap();
+            std::thread::sleep(Duration::from_secs(20));
+        }
+        "stall" => {
+            let jobs = open_described(&store, &pool, config());
+            jobs.register("work", |job| {
+                println!("STARTED {}", job.attempt());
+                std::thread::sleep(Duration::from_secs(2));
+                println!("ENDED");
+                Ok(())
+            });
+            jobs.start().unwrap();
+            std::thread::sleep(PATIENCE);
+        }
+        "open" => {
+            let go = dir.join("go");
+            while !go.exists() {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            let opened = match store.split_once(':') {
+                Some(("postgres", params)) => DurableScheduler::postgres(&pool, params, config()),
+                _ => DurableScheduler::sqlite(&pool, store.trim_start_matches("sqlite:"), config()),
+            };
+            match opened {
+                Ok(_) => println!("RESULT OPENED"),
+                Err(e) => println!("RESULT FAILED {e}"),
+            }
+        }
+        other => panic!("no child part {other:?}"),
     }
-    // Run until killed.
-    std::thread::sleep(PATIENCE);
 }
 
-/// Kills the child `after` its start, then lets a new scheduler finish,
-/// on the PostgreSQL database `pg` names, else on a SQLite file.
-fn crash_and_recover(after: Duration, pg: Option<&str>) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(std::env::current_exe().unwrap());
-    child
-        .args([
-            "child_schedules_and_runs",
-            "--exact",
-            "--ignored",
-            "--quiet",
-        ])
-        .env("CHRONOPOOL_DURABLE_CHILD", dir.path())
-        .stdout(Stdio::null());
-    if let Some(params) = pg {
-        child.env("CHRONOPOOL_DURABLE_PG", params);
+/// A child running `part` on `store`, its files in `dir`; as PID 1 of a
+/// PID namespace of its own if `own_pid_1` (killing the `unshare` that
+/// holds it kills it too).
+fn spawn_child(part: &str, dir: &Path, store: &Store, own_pid_1: bool) -> Child {
+    let exe = std::env::current_exe().unwrap();
+    let mut command = if own_pid_1 {
+        let mut c = Command::new("unshare");
+        c.args(["--pid", "--fork", "--kill-child=KILL"]).arg(exe);
+        c
+    } else {
+        Command::new(exe)
+    };
+    command
+        .args(["child", "--exact", "--ignored", "--quiet", "--nocapture"])
+        .env("CHRONOPOOL_DURABLE_CHILD", part)
+        .env("CHRONOPOOL_DURABLE_DIR", dir)
+        .env("CHRONOPOOL_DURABLE_STORE", store.describe())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the child (with `unshare` from util-linux, as root, for PID namespaces)")
+}
+
+/// Reads the child's stdout until a line starting with `prefix`.
+fn wait_for_line(child: &mut Child, prefix: &str) -> String {
+    let out = child.stdout.as_mut().unwrap();
+    let mut reader = BufReader::new(out);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the child ended before {prefix}");
+        if line.starts_with(prefix) {
+            return line.trim().to_owned();
+        }
     }
-    let mut child = child.spawn().unwrap();
+}
+
+/// Kills the child `after` its start, then lets a new scheduler run what
+/// is left: a scheduler in this process, or (`same_pid`) a second child
+/// that, like the first, is PID 1 of a namespace of its own.
+fn crash_and_recover(kind: Kind, after: Duration, same_pid: bool) {
+    let store = Store::new(kind);
+    let dir = store.dir.path();
+    let mut child = spawn_child("schedule_and_run", dir, &store, same_pid);
     std::thread::sleep(after);
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let scheduled = lines(&dir.path().join("scheduled"));
-    let before = lines(&dir.path().join("runs"));
-    let ran_before = before.len();
+    let scheduled = lines(&dir.join("scheduled"));
+    let before = lines(&dir.join("runs"));
 
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(2)
-        .build()
-        .unwrap();
-    let jobs = scheduler(&pool, dir.path(), pg);
-    jobs.start().unwrap();
+    let (_pool, _jobs, mut second) = if same_pid {
+        (None, None, Some(spawn_child("run", dir, &store, true)))
+    } else {
+        let pool = pool(2);
+        let jobs = logging(&pool, dir, &store.describe(), config());
+        jobs.start().unwrap();
+        (Some(pool), Some(jobs), None)
+    };
     let deadline = Instant::now() + PATIENCE;
     loop {
-        let runs = lines(&dir.path().join("runs"));
+        let runs = lines(&dir.join("runs"));
         let mut count: HashMap<&str, usize> = HashMap::new();
         for key in &runs {
             *count.entry(key).or_default() += 1;
         }
-        let missing = scheduled
-            .iter()
-            .filter(|k| !count.contains_key(k.as_str()))
-            .count();
+        let missing = scheduled.iter().filter(|k| !count.contains_key(k.as_str())).count();
         if missing == 0 {
             let twice: Vec<_> = count.iter().filter(|(_, &n)| n > 1).collect();
             let recent = &before[before.len().saturating_sub(IN_FLIGHT)..];
             assert!(
-                twice
-                    .iter()
-                    .all(|(key, &n)| n == 2 && recent.iter().any(|r| r == *key)),
-                "only runs in flight at the kill run again: {twice:?}"
+                twice.iter().all(|(key, &n)| n == 2 && recent.iter().any(|r| r == *key)),
+                "{kind:?}: only runs in flight at the kill run again: {twice:?}"
             );
             eprintln!(
-                "{} killed after {after:?}: {} scheduled, {ran_before} ran before the kill, \
+                "{kind:?}{} killed after {after:?}: {} scheduled, {} ran before the kill, \
                  {} in all, {} twice",
-                if pg.is_some() { "PostgreSQL" } else { "SQLite" },
+                if same_pid { " (PID 1, restarted as PID 1)" } else { "" },
                 scheduled.len(),
+                before.len(),
                 runs.len(),
                 twice.len()
             );
-            return;
+            break;
         }
         assert!(
             Instant::now() < deadline,
-            "{missing} of {} scheduled jobs never ran",
+            "{kind:?}: {missing} of {} scheduled jobs never ran",
             scheduled.len()
         );
         std::thread::sleep(Duration::from_millis(50));
+    }
+    if let Some(second) = &mut second {
+        second.kill().unwrap();
+        second.wait().unwrap();
     }
 }
 
 #[test]
 fn killed_while_scheduling() {
-    crash_and_recover(Duration::from_millis(150), None);
+    for kind in BOTH {
+        crash_and_recover(kind, Duration::from_millis(150), false);
+    }
 }
 
 #[test]
 fn killed_while_running() {
-    crash_and_recover(Duration::from_millis(2_500), None);
+    for kind in BOTH {
+        crash_and_recover(kind, Duration::from_millis(2_500), false);
+    }
 }
 
 #[test]
 fn killed_while_scheduling_and_running() {
-    crash_and_recover(Duration::from_millis(800), None);
+    for kind in BOTH {
+        crash_and_recover(kind, Duration::from_millis(800), false);
+    }
 }
 
-/// The same three kills on one PostgreSQL server, a database each.
+/// As containers run them: the killed process was PID 1, and so is the one
+/// that replaces it.
 #[test]
-fn killed_at_three_points_on_postgres() {
-    let server = common::PgServer::start();
-    for (n, after) in [150, 800, 2_500].into_iter().enumerate() {
-        let params = server.database(&format!("crash{n}"));
-        crash_and_recover(Duration::from_millis(after), Some(&params));
+fn killed_and_restarted_with_the_same_pid() {
+    for kind in BOTH {
+        crash_and_recover(kind, Duration::from_millis(1_500), true);
+    }
+}
+
+/// A child stopped (SIGSTOP) while its handler runs: its lease ends,
+/// another scheduler takes the job over and finishes it; the child,
+/// continued (SIGCONT), ends its run and stores nothing.
+#[test]
+fn a_stalled_process_loses_its_run_and_stores_nothing_when_it_wakes() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let mut child = spawn_child("stall", store.dir.path(), &store, false);
+        let pool = pool(2);
+        let jobs = store.open(&pool, config());
+        jobs.schedule("j", "work", b"", Schedule::After(Duration::ZERO)).unwrap();
+        assert_eq!(wait_for_line(&mut child, "STARTED"), "STARTED 1");
+        let pid = child.id().to_string();
+        let signal = |name: &str| {
+            let status = Command::new("kill").args([name, &pid]).status().unwrap();
+            assert!(status.success());
+        };
+        signal("-STOP");
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        jobs.register("work", move |job| {
+            assert_eq!(job.attempt(), 2, "taken over");
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        });
+        jobs.start().unwrap();
+        eventually("taken over and done", || jobs.job("j").unwrap().is_none());
+        assert_eq!(jobs.metrics().lease_expired, 1, "{kind:?}");
+        signal("-CONT");
+        assert_eq!(wait_for_line(&mut child, "ENDED"), "ENDED");
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(jobs.job("j").unwrap().is_none(), "{kind:?}: the woken run stored nothing");
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "{kind:?}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
+
+/// A handler that aborts its process: each new process claims the job
+/// again (its attempt counted at the claim), until it is past
+/// `max_attempts` (3): then it is dead, and says why.
+#[test]
+fn a_poison_job_is_dead_after_its_attempts() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(1);
+        let jobs = store.open(&pool, config());
+        jobs.schedule("p", "poison", b"", Schedule::After(Duration::ZERO)).unwrap();
+        let mut restarts = 0;
+        while jobs.job("p").unwrap().unwrap().state != JobState::Dead {
+            restarts += 1;
+            assert!(restarts <= 8, "{kind:?}: still not dead after {restarts} processes");
+            let mut child = spawn_child("poison", store.dir.path(), &store, false);
+            let started = Instant::now();
+            while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            child.wait().unwrap();
+        }
+        let dead = jobs.job("p").unwrap().unwrap();
+        assert_eq!(lines(&store.dir.path().join("runs")).len(), 3, "{kind:?}");
+        assert_eq!(dead.attempt, 4, "{kind:?}");
+        assert!(dead.last_error.unwrap().contains("never ended"), "{kind:?}");
+    }
+}
+
+/// Six processes open one new store at the same moment: all of them do.
+#[test]
+fn processes_that_open_a_new_store_together_all_open_it() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let dir = store.dir.path();
+        let mut children: Vec<Child> = (0..6).map(|_| spawn_child("open", dir, &store, false)).collect();
+        std::thread::sleep(Duration::from_millis(500));
+        fs::write(dir.join("go"), b"").unwrap();
+        for child in &mut children {
+            let line = wait_for_line(child, "RESULT");
+            assert_eq!(line, "RESULT OPENED", "{kind:?}");
+            child.wait().unwrap();
+        }
     }
 }
