@@ -27,7 +27,12 @@ fn other_handlers_overdue_jobs_do_not_starve_this_schedulers_own() {
         let long_ago = SystemTime::now() - Duration::from_secs(60);
         for chunk in 0..20 {
             jobs.schedule_all((0..1_000).map(|i| {
-                Job::new(format!("other-{chunk}-{i}"), "other", "", Schedule::At(long_ago))
+                Job::new(
+                    format!("other-{chunk}-{i}"),
+                    "other",
+                    "",
+                    Schedule::At(long_ago),
+                )
             }))
             .unwrap();
         }
@@ -37,11 +42,16 @@ fn other_handlers_overdue_jobs_do_not_starve_this_schedulers_own() {
             r.fetch_add(1, Ordering::SeqCst);
             Ok(())
         });
-        jobs.schedule("mine", "mine", b"", Schedule::After(Duration::ZERO)).unwrap();
+        jobs.schedule("mine", "mine", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
         let started = Instant::now();
         jobs.start().unwrap();
         eventually("its own job runs", || ran.load(Ordering::SeqCst) == 1);
-        assert!(started.elapsed() < Duration::from_secs(5), "{kind:?}: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{kind:?}: {:?}",
+            started.elapsed()
+        );
         assert_eq!(jobs.metrics().claimed, 1, "{kind:?}: none of the others'");
     }
 }
@@ -68,14 +78,19 @@ fn a_busy_scheduler_claims_only_what_it_can_start() {
             });
         }
         let soon = SystemTime::now() + Duration::from_millis(500);
-        busy.schedule_all((0..4).map(|i| Job::new(format!("j{i}"), "slow", "", Schedule::At(soon))))
-            .unwrap();
+        busy.schedule_all(
+            (0..4).map(|i| Job::new(format!("j{i}"), "slow", "", Schedule::At(soon))),
+        )
+        .unwrap();
         busy.start().unwrap();
         std::thread::sleep(Duration::from_millis(800));
         idle.start().unwrap();
         eventually("all four ran", || ran.lock().unwrap().len() == 4);
         let by_busy = ran.lock().unwrap().iter().filter(|w| **w == "busy").count();
-        assert_eq!(by_busy, 2, "{kind:?}: the two-worker scheduler ran {by_busy} of 4");
+        assert_eq!(
+            by_busy, 2,
+            "{kind:?}: the two-worker scheduler ran {by_busy} of 4"
+        );
         let took = SystemTime::now().duration_since(soon).unwrap();
         assert!(took < Duration::from_millis(3_400), "{kind:?}: {took:?}");
     }
@@ -93,8 +108,10 @@ fn a_backlog_larger_than_a_batch_runs_without_waiting_for_polls() {
         config.poll_interval = Duration::from_millis(2_500);
         let jobs = store.open(&pool, config);
         let long_ago = SystemTime::now() - Duration::from_secs(3600);
-        jobs.schedule_all((0..3_000).map(|i| Job::new(format!("j{i}"), "work", "", Schedule::At(long_ago))))
-            .unwrap();
+        jobs.schedule_all(
+            (0..3_000).map(|i| Job::new(format!("j{i}"), "work", "", Schedule::At(long_ago))),
+        )
+        .unwrap();
         let ran = Arc::new(AtomicUsize::new(0));
         let r = ran.clone();
         jobs.register("work", move |_| {
@@ -104,6 +121,10 @@ fn a_backlog_larger_than_a_batch_runs_without_waiting_for_polls() {
         let started = Instant::now();
         jobs.start().unwrap();
         eventually("the backlog runs", || ran.load(Ordering::SeqCst) == 3_000);
-        assert!(started.elapsed() < Duration::from_secs(15), "{kind:?}: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{kind:?}: {:?}",
+            started.elapsed()
+        );
     }
 }

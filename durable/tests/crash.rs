@@ -100,7 +100,8 @@ fn child() {
                 let key = format!("job-{n}");
                 // Due over the next 3 s, spread by a multiplicative hash.
                 let delay = Duration::from_millis((n as u64).wrapping_mul(2_654_435_761) % 3_000);
-                jobs.schedule(&key, "work", b"", Schedule::After(delay)).unwrap();
+                jobs.schedule(&key, "work", b"", Schedule::After(delay))
+                    .unwrap();
                 append(&dir.join("scheduled"), &key).unwrap();
             }
             std::thread::sleep(PATIENCE);
@@ -181,7 +182,10 @@ fn wait_for_line(child: &mut Child, prefix: &str) -> String {
     let mut line = String::new();
     loop {
         line.clear();
-        assert!(reader.read_line(&mut line).unwrap() > 0, "the child ended before {prefix}");
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "the child ended before {prefix}"
+        );
         if line.starts_with(prefix) {
             return line.trim().to_owned();
         }
@@ -216,18 +220,27 @@ fn crash_and_recover(kind: Kind, after: Duration, same_pid: bool) {
         for key in &runs {
             *count.entry(key).or_default() += 1;
         }
-        let missing = scheduled.iter().filter(|k| !count.contains_key(k.as_str())).count();
+        let missing = scheduled
+            .iter()
+            .filter(|k| !count.contains_key(k.as_str()))
+            .count();
         if missing == 0 {
             let twice: Vec<_> = count.iter().filter(|(_, &n)| n > 1).collect();
             let recent = &before[before.len().saturating_sub(IN_FLIGHT)..];
             assert!(
-                twice.iter().all(|(key, &n)| n == 2 && recent.iter().any(|r| r == *key)),
+                twice
+                    .iter()
+                    .all(|(key, &n)| n == 2 && recent.iter().any(|r| r == *key)),
                 "{kind:?}: only runs in flight at the kill run again: {twice:?}"
             );
             eprintln!(
                 "{kind:?}{} killed after {after:?}: {} scheduled, {} ran before the kill, \
                  {} in all, {} twice",
-                if same_pid { " (PID 1, restarted as PID 1)" } else { "" },
+                if same_pid {
+                    " (PID 1, restarted as PID 1)"
+                } else {
+                    ""
+                },
                 scheduled.len(),
                 before.len(),
                 runs.len(),
@@ -288,7 +301,8 @@ fn a_stalled_process_loses_its_run_and_stores_nothing_when_it_wakes() {
         let mut child = spawn_child("stall", store.dir.path(), &store, false);
         let pool = pool(2);
         let jobs = store.open(&pool, config());
-        jobs.schedule("j", "work", b"", Schedule::After(Duration::ZERO)).unwrap();
+        jobs.schedule("j", "work", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
         assert_eq!(wait_for_line(&mut child, "STARTED"), "STARTED 1");
         let pid = child.id().to_string();
         let signal = |name: &str| {
@@ -309,7 +323,10 @@ fn a_stalled_process_loses_its_run_and_stores_nothing_when_it_wakes() {
         signal("-CONT");
         assert_eq!(wait_for_line(&mut child, "ENDED"), "ENDED");
         std::thread::sleep(Duration::from_millis(500));
-        assert!(jobs.job("j").unwrap().is_none(), "{kind:?}: the woken run stored nothing");
+        assert!(
+            jobs.job("j").unwrap().is_none(),
+            "{kind:?}: the woken run stored nothing"
+        );
         assert_eq!(ran.load(Ordering::SeqCst), 1, "{kind:?}");
         child.kill().unwrap();
         child.wait().unwrap();
@@ -325,14 +342,19 @@ fn a_poison_job_is_dead_after_its_attempts() {
         let store = Store::new(kind);
         let pool = pool(1);
         let jobs = store.open(&pool, config());
-        jobs.schedule("p", "poison", b"", Schedule::After(Duration::ZERO)).unwrap();
+        jobs.schedule("p", "poison", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
         let mut restarts = 0;
         while jobs.job("p").unwrap().unwrap().state != JobState::Dead {
             restarts += 1;
-            assert!(restarts <= 8, "{kind:?}: still not dead after {restarts} processes");
+            assert!(
+                restarts <= 8,
+                "{kind:?}: still not dead after {restarts} processes"
+            );
             let mut child = spawn_child("poison", store.dir.path(), &store, false);
             let started = Instant::now();
-            while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(5) {
+            while child.try_wait().unwrap().is_none() && started.elapsed() < Duration::from_secs(5)
+            {
                 std::thread::sleep(Duration::from_millis(20));
             }
             let _ = child.kill();
@@ -351,7 +373,9 @@ fn processes_that_open_a_new_store_together_all_open_it() {
     for kind in BOTH {
         let store = Store::new(kind);
         let dir = store.dir.path();
-        let mut children: Vec<Child> = (0..6).map(|_| spawn_child("open", dir, &store, false)).collect();
+        let mut children: Vec<Child> = (0..6)
+            .map(|_| spawn_child("open", dir, &store, false))
+            .collect();
         std::thread::sleep(Duration::from_millis(500));
         fs::write(dir.join("go"), b"").unwrap();
         for child in &mut children {

@@ -51,7 +51,9 @@ impl Gates {
 
     fn open(&self, gate: &str, outcome: Result<(), &str>) {
         let mut state = self.state.lock().unwrap();
-        state.open.insert(gate.into(), outcome.map_err(str::to_owned));
+        state
+            .open
+            .insert(gate.into(), outcome.map_err(str::to_owned));
         self.changed.notify_all();
     }
 
@@ -82,7 +84,9 @@ fn an_old_runs_success_does_not_delete_the_job_that_replaced_it() {
         gates.open("hold-old", Ok(()));
         std::thread::sleep(Duration::from_millis(200));
         gates.open("hold-new", Ok(()));
-        eventually("the recurring job goes on", || gates.runs_of("hold-new") >= 4);
+        eventually("the recurring job goes on", || {
+            gates.runs_of("hold-new") >= 4
+        });
         assert!(jobs.job("k").unwrap().is_some(), "{kind:?}");
         assert_eq!(jobs.metrics().lost, 1, "{kind:?}: the old run's outcome");
     }
@@ -135,8 +139,13 @@ fn a_cancel_under_a_run_stays_and_a_new_job_after_it_is_its_own() {
         jobs.start().unwrap();
         jobs.schedule("k", "work", "hold-old", Schedule::After(Duration::ZERO))
             .unwrap();
-        jobs.schedule("gone", "work", "hold-gone", Schedule::Every(Duration::from_millis(50)))
-            .unwrap();
+        jobs.schedule(
+            "gone",
+            "work",
+            "hold-gone",
+            Schedule::Every(Duration::from_millis(50)),
+        )
+        .unwrap();
         eventually("both run", || {
             gates.runs_of("hold-old") == 1 && gates.runs_of("hold-gone") == 1
         });
@@ -148,7 +157,10 @@ fn a_cancel_under_a_run_stays_and_a_new_job_after_it_is_its_own() {
         gates.open("hold-old", Err("failed: a retry would bring it back"));
         gates.open("hold-gone", Ok(()));
         std::thread::sleep(Duration::from_millis(500));
-        assert!(jobs.job("gone").unwrap().is_none(), "{kind:?}: cancelled stays cancelled");
+        assert!(
+            jobs.job("gone").unwrap().is_none(),
+            "{kind:?}: cancelled stays cancelled"
+        );
         let k = jobs.job("k").unwrap().unwrap();
         assert_eq!(
             (k.payload.as_slice(), k.attempt, k.last_error),

@@ -31,7 +31,8 @@ fn a_panic_payload_that_panics_on_drop_is_a_failed_attempt() {
         let store = Store::new(kind);
         let pool = pool(2);
         let mut config = real_config();
-        config.retry = Backoff::exponential(Duration::from_millis(50), 1.0, Duration::from_millis(50));
+        config.retry =
+            Backoff::exponential(Duration::from_millis(50), 1.0, Duration::from_millis(50));
         let jobs = store.open(&pool, config);
         let runs = Arc::new(AtomicUsize::new(0));
         let r = runs.clone();
@@ -42,10 +43,15 @@ fn a_panic_payload_that_panics_on_drop_is_a_failed_attempt() {
             Ok(())
         });
         jobs.start().unwrap();
-        jobs.schedule("k", "work", b"", Schedule::After(Duration::ZERO)).unwrap();
+        jobs.schedule("k", "work", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
         eventually("the retry succeeds", || jobs.job("k").unwrap().is_none());
         let m = jobs.metrics();
-        assert_eq!((runs.load(Ordering::SeqCst), m.retried, m.succeeded), (2, 1, 1), "{kind:?}");
+        assert_eq!(
+            (runs.load(Ordering::SeqCst), m.retried, m.succeeded),
+            (2, 1, 1),
+            "{kind:?}"
+        );
         // The workers live on.
         assert_eq!(pool.submit(|| 7).unwrap().join().unwrap(), 7);
     }
@@ -64,10 +70,15 @@ fn a_back_off_past_the_end_of_time_saturates() {
         let jobs = store.open(&pool, config);
         jobs.register("work", |_| Err("down".into()));
         jobs.start().unwrap();
-        jobs.schedule("k", "work", b"", Schedule::After(Duration::ZERO)).unwrap();
+        jobs.schedule("k", "work", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
         eventually("the failure is stored", || jobs.metrics().retried == 1);
         let k = jobs.job("k").unwrap().unwrap();
-        assert_eq!((k.state, k.attempt, k.last_error.as_deref()), (JobState::Scheduled, 1, Some("down")), "{kind:?}");
+        assert_eq!(
+            (k.state, k.attempt, k.last_error.as_deref()),
+            (JobState::Scheduled, 1, Some("down")),
+            "{kind:?}"
+        );
         let centuries = std::time::SystemTime::now() + Duration::from_secs(500 * 365 * 86_400);
         assert!(k.next_fire >= centuries, "{kind:?}: {:?}", k.next_fire);
     }
@@ -95,7 +106,8 @@ fn a_handler_that_blocks_past_its_lease_keeps_its_job() {
             });
         }
         a.start().unwrap();
-        a.schedule("k", "work", b"", Schedule::After(Duration::ZERO)).unwrap();
+        a.schedule("k", "work", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
         eventually("it runs", || runs.load(Ordering::SeqCst) == 1);
         b.start().unwrap();
         eventually("it is done", || a.job("k").unwrap().is_none());

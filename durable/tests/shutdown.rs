@@ -30,8 +30,13 @@ fn jobs_placed_when_the_executor_shuts_down_are_not_claimed() {
             jobs.register("work", |_| Ok(()));
             jobs.start().unwrap();
             for n in 0..20 {
-                jobs.schedule(&format!("j{n}"), "work", b"", Schedule::After(Duration::from_millis(400)))
-                    .unwrap();
+                jobs.schedule(
+                    &format!("j{n}"),
+                    "work",
+                    b"",
+                    Schedule::After(Duration::from_millis(400)),
+                )
+                .unwrap();
             }
             // Placed in the executor's timer; then the executor stops, and
             // runs its due tasks (the placements) first.
@@ -44,7 +49,11 @@ fn jobs_placed_when_the_executor_shuts_down_are_not_claimed() {
         let jobs = store.open(&pool, long_lease());
         for n in 0..20 {
             let job = jobs.job(&format!("j{n}")).unwrap().unwrap();
-            assert_eq!((job.state, job.attempt), (JobState::Scheduled, 0), "{kind:?}");
+            assert_eq!(
+                (job.state, job.attempt),
+                (JobState::Scheduled, 0),
+                "{kind:?}"
+            );
         }
         let attempts = Arc::new(Mutex::new(Vec::new()));
         let a = attempts.clone();
@@ -55,7 +64,10 @@ fn jobs_placed_when_the_executor_shuts_down_are_not_claimed() {
         let restarted = Instant::now();
         jobs.start().unwrap();
         eventually("every job runs", || attempts.lock().unwrap().len() == 20);
-        assert!(restarted.elapsed() < Duration::from_secs(10), "not after a lease");
+        assert!(
+            restarted.elapsed() < Duration::from_secs(10),
+            "not after a lease"
+        );
         assert!(attempts.lock().unwrap().iter().all(|&a| a == 1), "{kind:?}");
     }
 }
@@ -70,12 +82,17 @@ fn runs_in_progress_end_and_store_their_outcomes_through_a_shutdown() {
         let (release, gate) = mpsc::channel::<()>();
         let (started_tx, gate) = (Mutex::new(started_tx), Mutex::new(gate));
         jobs.register("work", move |job| {
-            started_tx.lock().unwrap().send(job.key().to_owned()).unwrap();
+            started_tx
+                .lock()
+                .unwrap()
+                .send(job.key().to_owned())
+                .unwrap();
             gate.lock().unwrap().recv().unwrap();
             Ok(())
         });
         jobs.start().unwrap();
-        jobs.schedule("a", "work", b"", Schedule::After(Duration::ZERO)).unwrap();
+        jobs.schedule("a", "work", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
         jobs.schedule("b", "work", b"", Schedule::Every(Duration::from_millis(10)))
             .unwrap();
         for _ in 0..2 {
@@ -115,14 +132,23 @@ fn runs_dropped_unrun_give_their_claims_back() {
         let (release, gate) = mpsc::channel::<()>();
         let (started_tx, gate) = (Mutex::new(started_tx), Mutex::new(gate));
         jobs.register("work", move |job| {
-            started_tx.lock().unwrap().send(job.key().to_owned()).unwrap();
+            started_tx
+                .lock()
+                .unwrap()
+                .send(job.key().to_owned())
+                .unwrap();
             let _ = gate.lock().unwrap().recv();
             Ok(())
         });
         jobs.start().unwrap();
         for n in 0..5 {
-            jobs.schedule(&format!("j{n}"), "work", b"", Schedule::After(Duration::ZERO))
-                .unwrap();
+            jobs.schedule(
+                &format!("j{n}"),
+                "work",
+                b"",
+                Schedule::After(Duration::ZERO),
+            )
+            .unwrap();
         }
         let first = started.recv_timeout(Duration::from_secs(30)).unwrap();
         eventually("all five claimed", || jobs.metrics().claimed == 5);
@@ -141,7 +167,11 @@ fn runs_dropped_unrun_give_their_claims_back() {
                 assert!(job.is_none(), "{kind:?}: the run that started ended");
             } else {
                 let job = job.unwrap();
-                assert_eq!((job.state, job.attempt), (JobState::Scheduled, 0), "{kind:?}");
+                assert_eq!(
+                    (job.state, job.attempt),
+                    (JobState::Scheduled, 0),
+                    "{kind:?}"
+                );
             }
         }
     }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use chronopool_durable::{JobState, Schedule};
 use common::PgServer;
-use stores::{eventually, pool, real_config, Store, Kind};
+use stores::{eventually, pool, real_config, Kind, Store};
 
 /// SQLite: as a run of a recurring job ends, another connection holds the
 /// file's write lock for longer than the busy timeout (5 s), so its
@@ -44,8 +44,13 @@ fn a_finish_that_meets_a_locked_sqlite_file_is_stored_later() {
         Ok(())
     });
     jobs.start().unwrap();
-    jobs.schedule("k", "tick", b"", Schedule::Every(Duration::from_millis(200)))
-        .unwrap();
+    jobs.schedule(
+        "k",
+        "tick",
+        b"",
+        Schedule::Every(Duration::from_millis(200)),
+    )
+    .unwrap();
     locked.recv_timeout(Duration::from_secs(30)).unwrap();
     let unlocked = Instant::now() + Duration::from_secs(7);
     eventually("it runs again after the lock", || {
@@ -84,12 +89,19 @@ fn postgres_away_holds_up_no_worker_and_loses_no_outcome() {
         Ok(())
     });
     jobs.start().unwrap();
-    jobs.schedule("held", "held", b"", Schedule::After(Duration::ZERO)).unwrap();
-    jobs.schedule("tick", "tick", b"", Schedule::Every(Duration::from_millis(100)))
+    jobs.schedule("held", "held", b"", Schedule::After(Duration::ZERO))
         .unwrap();
+    jobs.schedule(
+        "tick",
+        "tick",
+        b"",
+        Schedule::Every(Duration::from_millis(100)),
+    )
+    .unwrap();
     for n in 0..30 {
         let due = Duration::from_millis(300 + 50 * n);
-        jobs.schedule(&format!("j{n}"), "tick", b"", Schedule::After(due)).unwrap();
+        jobs.schedule(&format!("j{n}"), "tick", b"", Schedule::After(due))
+            .unwrap();
     }
     started.recv_timeout(Duration::from_secs(30)).unwrap();
     eventually("ticks", || ticks.load(Ordering::SeqCst) >= 2);
@@ -106,7 +118,13 @@ fn postgres_away_holds_up_no_worker_and_loses_no_outcome() {
     }
     server.start_again();
     let before = ticks.load(Ordering::SeqCst);
-    eventually("the held run's outcome is stored", || jobs.job("held").unwrap().is_none());
-    eventually("the one-shot jobs ran", || (0..30).all(|n| jobs.job(&format!("j{n}")).unwrap().is_none()));
-    eventually("the recurring job goes on", || ticks.load(Ordering::SeqCst) >= before + 5);
+    eventually("the held run's outcome is stored", || {
+        jobs.job("held").unwrap().is_none()
+    });
+    eventually("the one-shot jobs ran", || {
+        (0..30).all(|n| jobs.job(&format!("j{n}")).unwrap().is_none())
+    });
+    eventually("the recurring job goes on", || {
+        ticks.load(Ordering::SeqCst) >= before + 5
+    });
 }

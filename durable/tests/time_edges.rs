@@ -51,19 +51,30 @@ fn a_sub_millisecond_time_never_runs_early_and_a_period_is_never_shortened() {
         jobs.schedule("at", "tick", b"", Schedule::At(at)).unwrap();
         assert!(jobs.job("at").unwrap().unwrap().next_fire >= at, "{kind:?}");
         clock.advance(Duration::from_micros(1_500));
-        assert!(runs.lock().unwrap().is_empty(), "{kind:?}: 1.5004 ms is not 1.5 ms");
+        assert!(
+            runs.lock().unwrap().is_empty(),
+            "{kind:?}: 1.5004 ms is not 1.5 ms"
+        );
         clock.advance(Duration::from_micros(1));
         let (ran, due) = runs.lock().unwrap()[0];
         assert!(ran >= at && due >= at, "{kind:?}: not before its time");
         runs.lock().unwrap().clear();
 
-        jobs.schedule("every", "tick", b"", Schedule::Every(Duration::from_micros(1_900)))
-            .unwrap();
+        jobs.schedule(
+            "every",
+            "tick",
+            b"",
+            Schedule::Every(Duration::from_micros(1_900)),
+        )
+        .unwrap();
         clock.advance(Duration::from_millis(19));
         let runs = runs.lock().unwrap();
         assert_eq!(runs.len(), 10, "{kind:?}: every 1.9 ms, not every 1 ms");
         for pair in runs.windows(2) {
-            assert_eq!(pair[1].1.duration_since(pair[0].1).unwrap(), Duration::from_micros(1_900));
+            assert_eq!(
+                pair[1].1.duration_since(pair[0].1).unwrap(),
+                Duration::from_micros(1_900)
+            );
         }
     }
 }
@@ -84,7 +95,10 @@ fn times_a_store_cannot_hold_are_errors_not_panics() {
             Schedule::At(UNIX_EPOCH - Duration::from_secs(70_000_000_000)),
         ] {
             let stored = jobs.schedule("k", "tick", b"", schedule.clone());
-            assert!(matches!(stored, Err(DurableError::Schedule(_))), "{kind:?}: {schedule:?}: {stored:?}");
+            assert!(
+                matches!(stored, Err(DurableError::Schedule(_))),
+                "{kind:?}: {schedule:?}: {stored:?}"
+            );
         }
         assert!(jobs.job("k").unwrap().is_none());
         let mut config = manual_config();
@@ -93,7 +107,10 @@ fn times_a_store_cannot_hold_are_errors_not_panics() {
             Some(params) => chronopool_durable::DurableScheduler::postgres(&pool, params, config),
             None => chronopool_durable::DurableScheduler::sqlite(&pool, store.path(), config),
         };
-        assert!(matches!(refused, Err(DurableError::Config { field: "lease", .. })), "{kind:?}");
+        assert!(
+            matches!(refused, Err(DurableError::Config { field: "lease", .. })),
+            "{kind:?}"
+        );
     }
 }
 
@@ -106,9 +123,19 @@ fn times_before_1970_and_after_2500_are_stored_as_given() {
         let jobs = store.open(&pool, manual_config());
         let year_1950 = UNIX_EPOCH - Duration::from_micros(631_152_000_123_457);
         let year_2600 = UNIX_EPOCH + Duration::from_micros(19_880_899_200_654_321);
-        jobs.schedule("old", "tick", b"", Schedule::At(year_1950)).unwrap();
-        jobs.schedule("new", "tick", b"", Schedule::At(year_2600)).unwrap();
-        assert_eq!(jobs.job("old").unwrap().unwrap().next_fire, year_1950, "{kind:?}");
-        assert_eq!(jobs.job("new").unwrap().unwrap().next_fire, year_2600, "{kind:?}");
+        jobs.schedule("old", "tick", b"", Schedule::At(year_1950))
+            .unwrap();
+        jobs.schedule("new", "tick", b"", Schedule::At(year_2600))
+            .unwrap();
+        assert_eq!(
+            jobs.job("old").unwrap().unwrap().next_fire,
+            year_1950,
+            "{kind:?}"
+        );
+        assert_eq!(
+            jobs.job("new").unwrap().unwrap().next_fire,
+            year_2600,
+            "{kind:?}"
+        );
     }
 }

@@ -179,7 +179,10 @@ impl RunLoop {
         }
         let settled = self.ends.is_empty() && self.held.is_empty();
         let lease = self.shared.config.lease;
-        settled || self.failing_since.is_some_and(|since| since.elapsed() > lease)
+        settled
+            || self
+                .failing_since
+                .is_some_and(|since| since.elapsed() > lease)
     }
 
     /// Waits for a message unless there is work now, then drains the
