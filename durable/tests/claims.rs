@@ -128,3 +128,38 @@ fn a_backlog_larger_than_a_batch_runs_without_waiting_for_polls() {
         );
     }
 }
+
+/// In manual time, a backlog of 100 jobs due at one instant and a batch of
+/// 10 per poll: one `advance` runs them all (the follow-up polls take part
+/// in it, as the runs do).
+#[test]
+fn a_backlog_runs_within_one_manual_advance() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let clock = chronopool::ManualClock::new();
+        let pool = chronopool::ScheduledExecutor::builder()
+            .worker_threads(2)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let mut config = chronopool_durable::Config::default();
+        config.batch = 10;
+        config.window = Duration::from_secs(24 * 3600);
+        config.poll_interval = Duration::from_secs(12 * 3600);
+        let jobs = store.open(&pool, config);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        jobs.register("work", move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        });
+        let at = clock.system_time() + Duration::from_secs(3600);
+        jobs.schedule_all(
+            (0..100).map(|i| Job::new(format!("j{i}"), "work", "", Schedule::At(at))),
+        )
+        .unwrap();
+        jobs.start().unwrap();
+        clock.advance(Duration::from_secs(2 * 3600));
+        assert_eq!(ran.load(Ordering::SeqCst), 100, "{kind:?}");
+    }
+}
