@@ -217,7 +217,7 @@ pub struct JobError {
 
 impl JobError {
     /// A failure worth another attempt, after the back-off of
-    /// [`Config::retry_initial`](crate::Config::retry_initial) (the job is
+    /// [`Config::retry`](crate::Config::retry) (the job is
     /// dead after [`Config::max_attempts`](crate::Config::max_attempts)).
     pub fn retry(message: impl fmt::Display) -> JobError {
         JobError {

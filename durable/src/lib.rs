@@ -54,7 +54,7 @@
 //! * SQLite (feature `sqlite`, on by default;
 //!   [`DurableScheduler::sqlite`]): one file, the bundled SQLite, for one
 //!   process or several on one machine.
-//! * PostgreSQL (feature `postgres`; [`DurableScheduler::postgres`]):
+//! * PostgreSQL (feature `postgres`; `DurableScheduler::postgres`):
 //!   processes on several machines sharing one schedule; a connection lost
 //!   to a restart of the server is opened again.
 //!
