@@ -116,3 +116,40 @@ fn a_handler_that_blocks_past_its_lease_keeps_its_job() {
         assert_eq!(b.metrics().claimed, 0, "{kind:?}");
     }
 }
+
+/// 1,500 runs held at once (a concurrency far above the two workers, so
+/// most wait in the executor's queue for longer than their lease): every
+/// lease is renewed, so a second scheduler polling all the while takes
+/// none of them over, and each job runs once.
+#[test]
+fn many_runs_held_at_once_all_keep_their_leases() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let mut config = real_config();
+        config.lease = Duration::from_millis(600);
+        config.concurrency = Some(2_000);
+        let (pool_a, pool_b) = (pool(2), pool(1));
+        let a = store.open(&pool_a, config.clone());
+        let b = store.open(&pool_b, real_config());
+        let runs = Arc::new(AtomicUsize::new(0));
+        for jobs in [&a, &b] {
+            let r = runs.clone();
+            jobs.register("work", move |_| {
+                r.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(2));
+                Ok(())
+            });
+        }
+        let now = std::time::SystemTime::now();
+        a.schedule_all((0..1_500).map(|i| {
+            chronopool_durable::Job::new(format!("j{i}"), "work", "", Schedule::At(now))
+        }))
+        .unwrap();
+        a.start().unwrap();
+        eventually("all claimed", || a.metrics().claimed == 1_500);
+        b.start().unwrap();
+        eventually("all ran", || a.metrics().succeeded == 1_500);
+        assert_eq!(runs.load(Ordering::SeqCst), 1_500, "{kind:?}: each once");
+        assert_eq!(b.metrics().claimed, 0, "{kind:?}");
+    }
+}

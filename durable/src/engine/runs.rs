@@ -354,7 +354,6 @@ impl RunLoop {
                 .iter()
                 .filter(|(_, h)| h.renew)
                 .map(|(f, _)| f.clone())
-                .take(BATCH_LIMIT)
                 .collect()
         } else {
             Vec::new()

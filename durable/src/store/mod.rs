@@ -292,6 +292,7 @@ pub(crate) trait Conn: Send {
     fn clean(&mut self, done_before: Micros, dead_before: Micros) -> Result<u64, StoreError>;
 }
 
-/// The most items of one kind one statement carries (claims, finishes,
-/// renewals): the run loop sends the rest in its next exchange.
+/// The most claims, and the most finishes, one exchange carries: the run
+/// loop sends the rest in its next one. (Renewals all go in one: a lease
+/// left for a later exchange could end meanwhile.)
 pub(crate) const BATCH_LIMIT: usize = 1000;
