@@ -136,7 +136,7 @@ fn many_runs_held_at_once_all_keep_their_leases() {
             let r = runs.clone();
             jobs.register("work", move |_| {
                 r.fetch_add(1, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(Duration::from_millis(4));
                 Ok(())
             });
         }
