@@ -141,9 +141,11 @@ fn many_runs_held_at_once_all_keep_their_leases() {
             });
         }
         let now = std::time::SystemTime::now();
-        a.schedule_all((0..1_500).map(|i| {
-            chronopool_durable::Job::new(format!("j{i}"), "work", "", Schedule::At(now))
-        }))
+        a.schedule_all(
+            (0..1_500).map(|i| {
+                chronopool_durable::Job::new(format!("j{i}"), "work", "", Schedule::At(now))
+            }),
+        )
         .unwrap();
         a.start().unwrap();
         eventually("all claimed", || a.metrics().claimed == 1_500);

@@ -31,6 +31,7 @@
 //! job claimed, run and finished in manual time places its next occurrence
 //! before time moves on, as if the loops were workers.
 
+mod listen;
 mod placement;
 mod poll;
 mod run;
@@ -100,7 +101,12 @@ pub(crate) struct Ended {
 
 /// What the poll loop is told.
 pub(crate) enum ToPoll {
-    Poll { busy: Option<Busy> },
+    /// A full poll.
+    Poll {
+        busy: Option<Busy>,
+    },
+    /// Jobs were scheduled elsewhere: a fresh poll (`poll.rs`).
+    Fresh,
     Stop,
 }
 
@@ -124,6 +130,8 @@ struct Threads {
     runs_thread: std::thread::JoinHandle<()>,
     /// Disconnected once the run loop has ended.
     runs_done: mpsc::Receiver<()>,
+    /// The listener, on a store that notifies, and its stop.
+    listener: Option<(std::thread::JoinHandle<()>, Arc<AtomicBool>)>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -226,7 +234,7 @@ impl Shared {
         let _ = self.runs.send(ToRuns::Ended(ended));
     }
 
-    /// Asks the poll loop to poll now.
+    /// Asks the poll loop for a full poll now.
     fn poll_now(&self) {
         let busy = self.busy();
         let _ = self.polls.send(ToPoll::Poll { busy });
@@ -268,6 +276,7 @@ pub(crate) fn start(
         done,
     );
     let runs_thread = spawn("chronopool-durable-runs", Box::new(move || runs_loop.run()))?;
+    let (store_notifies, listen_store) = (store.notifies(), Arc::clone(&store));
     let poll_loop = poll::PollLoop::new(Arc::clone(shared), store, channels.polls_rx);
     let poll_thread = match spawn("chronopool-durable-poll", Box::new(move || poll_loop.run())) {
         Ok(thread) => thread,
@@ -277,10 +286,31 @@ pub(crate) fn start(
             return Err(e);
         }
     };
+    let listener = if store_notifies {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (listening, flag) = (Arc::clone(shared), Arc::clone(&stop));
+        let body = Box::new(move || listen::listen(listening, listen_store, flag));
+        match spawn("chronopool-durable-listen", body) {
+            Ok(thread) => Some((thread, stop)),
+            Err(e) => {
+                Threads {
+                    poll_thread,
+                    runs_thread,
+                    runs_done,
+                    listener: None,
+                }
+                .stop(shared, None);
+                return Err(e);
+            }
+        }
+    } else {
+        None
+    };
     let threads = Threads {
         poll_thread,
         runs_thread,
         runs_done,
+        listener,
     };
     shared.started.store(true, Ordering::SeqCst);
     let weak = Arc::downgrade(shared);
@@ -329,6 +359,12 @@ impl Threads {
         let _ = shared.polls.send(ToPoll::Stop);
         let _ = shared.runs.send(ToRuns::Stop);
         let me = std::thread::current().id();
+        if let Some((listener, stop)) = self.listener {
+            stop.store(true, Ordering::Release);
+            if listener.thread().id() != me {
+                let _ = listener.join();
+            }
+        }
         if self.poll_thread.thread().id() != me {
             let _ = self.poll_thread.join();
         }

@@ -14,6 +14,18 @@
 //! the store was away, is taken over like another's). A poll that fails
 //! is tried again after a back-off (100 ms, doubling up to the poll
 //! interval), not only at the next poll.
+//!
+//! # Jobs scheduled elsewhere, placed at once
+//!
+//! A job scheduled in this process is placed by its `schedule` call. One
+//! scheduled by another process is seen by a *fresh* poll, which asks only
+//! for the jobs scheduled since the highest sequence number the last poll
+//! saw (an index lookup that usually finds nothing): on PostgreSQL when
+//! the listener (`listen.rs`) hears the schedule's notification, on
+//! SQLite when the file's `data_version` shows another connection
+//! committed, which the loop checks every [`WATCH`] while it waits. The
+//! full polls stay the source of truth: a notification lost, or a
+//! schedule seen out of order, costs latency, never a job.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -27,6 +39,10 @@ use crate::error::StoreError;
 use crate::store::{Conn, DueQuery, Role, Store};
 use crate::time;
 
+/// How often a SQLite poll loop that waits looks whether another
+/// connection committed (module doc).
+pub(crate) const WATCH: Duration = Duration::from_millis(25);
+
 /// The poll loop (module doc).
 pub(crate) struct PollLoop {
     shared: Arc<Shared>,
@@ -35,6 +51,18 @@ pub(crate) struct PollLoop {
     conn: Option<Box<dyn Conn>>,
     /// Failed polls in a row.
     failures: u32,
+    /// The highest sequence number of a schedule the polls have seen
+    /// (`None` until a full poll succeeded).
+    seen: Option<i64>,
+}
+
+/// What one wake-up of the loop asks for.
+#[derive(Default)]
+struct Asked {
+    full: bool,
+    fresh: bool,
+    /// The guards of the tasks that asked (a manual clock waits for them).
+    busy: Vec<Busy>,
 }
 
 impl PollLoop {
@@ -45,34 +73,50 @@ impl PollLoop {
             rx,
             conn: None,
             failures: 0,
+            seen: None,
         }
     }
 
     pub(crate) fn run(mut self) {
+        let watch = !self.store.notifies();
         loop {
-            let message = if self.failures == 0 {
-                self.rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
-            } else {
-                let retry = Duration::from_millis(100)
+            let wait = if self.failures > 0 {
+                Duration::from_millis(100)
                     .saturating_mul(1 << self.failures.min(16))
-                    .min(self.shared.config.poll_interval);
-                self.rx.recv_timeout(retry)
+                    .min(self.shared.config.poll_interval)
+            } else if watch {
+                WATCH
+            } else {
+                Duration::MAX
             };
-            // Polls asked for meanwhile are one poll.
-            let mut busy: Vec<Busy> = Vec::new();
-            match message {
-                Ok(ToPoll::Poll { busy: b }) => busy.extend(b),
+            let mut asked = Asked::default();
+            match self.rx.recv_timeout(wait) {
                 Ok(ToPoll::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-                Err(RecvTimeoutError::Timeout) => {}
-            }
-            while let Ok(message) = self.rx.try_recv() {
-                match message {
-                    ToPoll::Poll { busy: b } => busy.extend(b),
-                    ToPoll::Stop => return,
+                Ok(message) => asked.add(message),
+                // A failed poll is tried again; a SQLite file is looked at.
+                Err(RecvTimeoutError::Timeout) => {
+                    asked.full = self.failures > 0;
+                    asked.fresh = !asked.full && self.changed();
                 }
             }
+            // What was asked meanwhile is one poll.
+            while let Ok(message) = self.rx.try_recv() {
+                if matches!(message, ToPoll::Stop) {
+                    return;
+                }
+                asked.add(message);
+            }
             // A panic (a driver's bug) must not end the loop.
-            let polled = catch_unwind(AssertUnwindSafe(|| self.poll())).unwrap_or_else(|p| {
+            let polled = catch_unwind(AssertUnwindSafe(|| {
+                if asked.full {
+                    self.poll()
+                } else if asked.fresh {
+                    self.fresh()
+                } else {
+                    Ok(())
+                }
+            }))
+            .unwrap_or_else(|p| {
                 let payload = PanicPayload::from(p);
                 Err(StoreError::other(format!("the poll panicked: {payload}")))
             });
@@ -84,7 +128,7 @@ impl PollLoop {
                 }
             }
             // Placed: a manual clock may move on.
-            drop(busy);
+            drop(asked.busy);
         }
     }
 
@@ -95,7 +139,12 @@ impl PollLoop {
         Ok(self.conn.as_mut().expect("connected above"))
     }
 
-    /// One poll (module doc).
+    /// True if another connection committed since the last look (SQLite).
+    fn changed(&mut self) -> bool {
+        self.conn().and_then(|c| c.changed()).unwrap_or(false)
+    }
+
+    /// One full poll (module doc).
     fn poll(&mut self) -> Result<(), StoreError> {
         let shared = Arc::clone(&self.shared);
         let config = &shared.config;
@@ -104,6 +153,8 @@ impl PollLoop {
         let conn = self.conn()?;
         let reaped = conn.reap(now, config.lease)?;
         shared.counters.reaped(reaped);
+        // Read first: what is scheduled during the poll is fresh.
+        let seen = conn.last_seq()?;
         let window = time::duration_micros_saturating(config.window);
         let wait = time::duration_micros_saturating(config.unhandled_wait);
         let due = conn.due(&DueQuery {
@@ -126,6 +177,47 @@ impl PollLoop {
         let dead_before = now.saturating_sub(time::duration_micros_saturating(config.keep_dead));
         let cleaned = self.conn()?.clean(done_before, dead_before)?;
         shared.counters.cleaned(cleaned);
+        self.seen = Some(self.seen.map_or(seen, |s| s.max(seen)));
         Ok(())
+    }
+
+    /// A fresh poll: the jobs scheduled since the last one saw (module
+    /// doc), batch after batch.
+    fn fresh(&mut self) -> Result<(), StoreError> {
+        let Some(mut seen) = self.seen else {
+            return self.poll();
+        };
+        let shared = Arc::clone(&self.shared);
+        let config = &shared.config;
+        let names = shared.handler_names();
+        loop {
+            let until = time::add(
+                shared.now_micros(),
+                time::duration_micros_saturating(config.window),
+            );
+            let (due, last) = self.conn()?.fresh(seen, until, &names, config.batch)?;
+            let full = due.len() >= config.batch;
+            for d in due {
+                shared.placements.place(&shared, &d.key, d.fire, false);
+            }
+            seen = last;
+            self.seen = Some(seen);
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+}
+
+impl Asked {
+    fn add(&mut self, message: ToPoll) {
+        match message {
+            ToPoll::Poll { busy } => {
+                self.full = true;
+                self.busy.extend(busy);
+            }
+            ToPoll::Fresh => self.fresh = true,
+            ToPoll::Stop => {}
+        }
     }
 }

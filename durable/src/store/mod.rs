@@ -240,6 +240,8 @@ pub(crate) enum Role<'a> {
     Runs(#[cfg_attr(not(feature = "postgres"), allow(dead_code))] &'a Owner),
     /// The poll loop's (due jobs, take-overs, retention).
     Poll,
+    /// The listener's, on a store that [notifies](Store::notifies).
+    Listen,
 }
 
 /// Opens connections to one store.
@@ -248,6 +250,12 @@ pub(crate) trait Store: Send + Sync + std::fmt::Debug {
     /// when it is lost: each call that finds it gone tries once to open it
     /// again, and fails with a transient error if it cannot).
     fn connect(&self, role: Role<'_>) -> Result<Box<dyn Conn>, StoreError>;
+
+    /// True if the store tells its listeners when jobs are scheduled
+    /// (PostgreSQL's `LISTEN`/`NOTIFY`): see [`Conn::notified`].
+    fn notifies(&self) -> bool {
+        false
+    }
 }
 
 /// One connection to a store: the protocol of the module doc. Each call is
@@ -270,6 +278,38 @@ pub(crate) trait Conn: Send {
     /// at once; how many. A store that cannot tell does nothing.
     fn reap(&mut self, _now: Micros, _grace: Duration) -> Result<u64, StoreError> {
         Ok(0)
+    }
+
+    /// The jobs scheduled (or revived) after the sequence number `after`
+    /// (the highest a poll saw), due by `until`, of the handlers `names`,
+    /// at most `limit` of them, in the order they were scheduled; and the
+    /// highest sequence number among them (`after` if none). Cheap: what a
+    /// poll asks when it is told that jobs were scheduled. A schedule whose
+    /// number was drawn before another's but committed after it may be
+    /// missed: the next full poll places it.
+    fn fresh(
+        &mut self,
+        after: i64,
+        until: Micros,
+        names: &[String],
+        limit: usize,
+    ) -> Result<(Vec<Due>, i64), StoreError>;
+
+    /// The highest sequence number of a schedule so far.
+    fn last_seq(&mut self) -> Result<i64, StoreError>;
+
+    /// True if another connection committed to the store since this one
+    /// last asked (SQLite's `data_version`): something may have been
+    /// scheduled. A store that [notifies](Store::notifies) says false.
+    fn changed(&mut self) -> Result<bool, StoreError> {
+        Ok(false)
+    }
+
+    /// Waits up to `timeout` for the store to say that jobs were
+    /// scheduled; true if it did (a connection opened for
+    /// [`Role::Listen`] on a store that [notifies](Store::notifies)).
+    fn notified(&mut self, _timeout: Duration) -> Result<bool, StoreError> {
+        Ok(false)
     }
 
     /// The run loop's transaction (module doc).

@@ -48,6 +48,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
 
+use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 
 use super::{
@@ -105,6 +106,7 @@ impl PgStore {
             config: config.clone(),
             client: None,
             lock: None,
+            listens: false,
         };
         conn.run(migrate)??;
         Ok((PgStore { config }, Box::new(conn)))
@@ -118,13 +120,18 @@ impl Store for PgStore {
                 key: owner.lock,
                 held: false,
             }),
-            Role::Poll => None,
+            Role::Poll | Role::Listen => None,
         };
         Ok(Box::new(PgConn {
             config: self.config.clone(),
             client: None,
             lock,
+            listens: matches!(role, Role::Listen),
         }))
+    }
+
+    fn notifies(&self) -> bool {
+        true
     }
 }
 
@@ -204,6 +211,8 @@ struct PgConn {
     config: postgres::Config,
     client: Option<Client>,
     lock: Option<Lock>,
+    /// It listens for the schedules' notifications (`Role::Listen`).
+    listens: bool,
 }
 
 impl PgConn {
@@ -216,7 +225,12 @@ impl PgConn {
     ) -> Result<R, StoreError> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
-            let client = self.config.connect(NoTls).map_err(pg_error)?;
+            let mut client = self.config.connect(NoTls).map_err(pg_error)?;
+            if self.listens {
+                client
+                    .batch_execute("LISTEN chronopool_jobs")
+                    .map_err(pg_error)?;
+            }
             self.client = Some(client);
             if let Some(lock) = &mut self.lock {
                 lock.held = false;
@@ -532,7 +546,7 @@ impl Conn for PgConn {
                      (key, name, payload, recurrence, next_fire, missed, catch_up, state, attempt)
                  SELECT *, 'scheduled', 0 FROM unnest($1::text[], $2::text[], $3::bytea[],
                      $4::text[], $5::timestamptz[], $6::text[], $7::bigint[])
-                 ON CONFLICT (key) DO UPDATE SET
+                 ON CONFLICT (key) DO UPDATE SET seq = excluded.seq,
                      name = excluded.name, payload = excluded.payload,
                      recurrence = excluded.recurrence, next_fire = excluded.next_fire,
                      state = 'scheduled', attempt = 0, missed = excluded.missed,
@@ -577,6 +591,56 @@ impl Conn for PgConn {
         })
     }
 
+    fn fresh(
+        &mut self,
+        after: i64,
+        until: Micros,
+        names: &[String],
+        limit: usize,
+    ) -> Result<(Vec<Due>, i64), StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(|c| {
+            let rows = c.query(
+                "SELECT key, name, next_fire, seq FROM chronopool_jobs
+                 WHERE seq > $1 AND state = 'scheduled' AND next_fire <= $2 AND name = ANY($3)
+                 ORDER BY seq LIMIT $4",
+                &[&after, &at(until), &names, &limit],
+            )?;
+            let mut last = after;
+            let mut due = Vec::with_capacity(rows.len());
+            for r in &rows {
+                last = last.max(r.try_get(3)?);
+                due.push(Due {
+                    key: r.try_get(0)?,
+                    name: r.try_get(1)?,
+                    fire: micros_of(r.try_get(2)?),
+                    expired: false,
+                    owner: None,
+                });
+            }
+            Ok((due, last))
+        })
+    }
+
+    fn last_seq(&mut self) -> Result<i64, StoreError> {
+        self.run(|c| {
+            c.query_one("SELECT coalesce(max(seq), 0) FROM chronopool_jobs", &[])?
+                .try_get(0)
+        })
+    }
+
+    fn notified(&mut self, timeout: Duration) -> Result<bool, StoreError> {
+        self.run(|c| {
+            let mut notifications = c.notifications();
+            if notifications.timeout_iter(timeout).next()?.is_none() {
+                return Ok(false);
+            }
+            // Those that came with it are one notification.
+            while notifications.iter().next()?.is_some() {}
+            Ok(true)
+        })
+    }
+
     fn exchange(&mut self, x: &Exchange<'_>) -> Result<Exchanged, StoreError> {
         self.run(|c| exchange(c, x))
     }
@@ -612,7 +676,7 @@ impl Conn for PgConn {
         self.run(|c| {
             c.execute(
                 "UPDATE chronopool_jobs SET state = 'scheduled', next_fire = $2, attempt = 0,
-                     finished_at = NULL
+                     finished_at = NULL, seq = nextval('chronopool_jobs_seq')
                  WHERE key = $1 AND state = 'dead'",
                 &[&key, &at(now)],
             )

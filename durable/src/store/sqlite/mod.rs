@@ -69,7 +69,11 @@ impl SqliteStore {
         let store = SqliteStore {
             path: path.to_owned(),
         };
-        Ok((store, Box::new(SqliteConn { c: connection })))
+        let conn = SqliteConn {
+            c: connection,
+            data_version: None,
+        };
+        Ok((store, Box::new(conn)))
     }
 }
 
@@ -77,6 +81,7 @@ impl Store for SqliteStore {
     fn connect(&self, _role: Role<'_>) -> Result<Box<dyn Conn>, StoreError> {
         Ok(Box::new(SqliteConn {
             c: connect(&self.path)?,
+            data_version: None,
         }))
     }
 }
@@ -231,6 +236,8 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
 /// One connection to the file.
 struct SqliteConn {
     c: Connection,
+    /// `PRAGMA data_version` when [`Conn::changed`] last asked.
+    data_version: Option<i64>,
 }
 
 /// One run's end (`Conn::exchange`), in the caller's transaction.
@@ -290,6 +297,14 @@ fn finish_one(
             .execute(params![key, owner, run])?,
     };
     Ok(changed == 1)
+}
+
+/// Draws `n` sequence numbers (in the caller's transaction): the ones
+/// after the returned value are the caller's.
+fn draw_seq(c: &Connection, n: usize) -> rusqlite::Result<i64> {
+    let n = i64::try_from(n).unwrap_or(i64::MAX);
+    c.prepare_cached("UPDATE chronopool_seq SET value = value + ?1 RETURNING value - ?1")?
+        .query_row(params![n], |r| r.get(0))
 }
 
 /// `?, ?, ...`: `n` placeholders from `?{first}` on.
@@ -387,9 +402,10 @@ impl Conn for SqliteConn {
             let mut statement = tx
                 .prepare_cached(
                     "INSERT INTO chronopool_jobs
-                         (key, name, payload, recurrence, next_fire, state, attempt, missed, catch_up)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', 0, ?6, ?7)
-                     ON CONFLICT (key) DO UPDATE SET
+                         (key, name, payload, recurrence, next_fire, state, attempt, missed, catch_up,
+                          seq)
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', 0, ?6, ?7, ?8)
+                     ON CONFLICT (key) DO UPDATE SET seq = excluded.seq,
                          name = excluded.name, payload = excluded.payload,
                          recurrence = excluded.recurrence, next_fire = excluded.next_fire,
                          state = 'scheduled', attempt = 0, missed = excluded.missed,
@@ -398,7 +414,9 @@ impl Conn for SqliteConn {
                          last_error = NULL, finished_at = NULL",
                 )
                 .map_err(store_error)?;
+            let mut seq = draw_seq(&tx, jobs.len()).map_err(store_error)?;
             for job in jobs {
+                seq += 1;
                 statement
                     .execute(params![
                         job.key,
@@ -408,6 +426,7 @@ impl Conn for SqliteConn {
                         job.next_fire,
                         missed_name(job.missed),
                         job.catch_up,
+                        seq,
                     ])
                     .map_err(store_error)?;
             }
@@ -421,6 +440,72 @@ impl Conn for SqliteConn {
             due_rows(&self.c, q.unhandled_before, q.names, q.limit, false).map_err(store_error)?,
         );
         Ok(due)
+    }
+
+    fn fresh(
+        &mut self,
+        after: i64,
+        until: Micros,
+        names: &[String],
+        limit: usize,
+    ) -> Result<(Vec<Due>, i64), StoreError> {
+        let names_in = placeholders(4, names.len());
+        let mut statement = self
+            .c
+            .prepare_cached(&format!(
+                "SELECT key, name, next_fire, seq FROM chronopool_jobs
+                 WHERE seq > ?1 AND state = 'scheduled' AND next_fire <= ?2
+                   AND name IN ({names_in})
+                 ORDER BY seq LIMIT ?3"
+            ))
+            .map_err(store_error)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let values = [
+            rusqlite::types::Value::from(after),
+            until.into(),
+            limit.into(),
+        ]
+        .into_iter()
+        .chain(names.iter().map(|n| n.clone().into()));
+        let mut last = after;
+        let rows = statement
+            .query_map(params_from_iter(values), |r| {
+                Ok((
+                    Due {
+                        key: r.get(0)?,
+                        name: r.get(1)?,
+                        fire: r.get(2)?,
+                        expired: false,
+                        owner: None,
+                    },
+                    r.get::<_, i64>(3)?,
+                ))
+            })
+            .map_err(store_error)?;
+        let mut due = Vec::new();
+        for row in rows {
+            let (d, seq) = row.map_err(store_error)?;
+            last = last.max(seq);
+            due.push(d);
+        }
+        Ok((due, last))
+    }
+
+    fn last_seq(&mut self) -> Result<i64, StoreError> {
+        self.c
+            .query_row("SELECT value FROM chronopool_seq", [], |r| r.get(0))
+            .map_err(store_error)
+    }
+
+    fn changed(&mut self) -> Result<bool, StoreError> {
+        let now: i64 = self
+            .c
+            .pragma_query_value(None, "data_version", |r| r.get(0))
+            .map_err(store_error)?;
+        Ok(self
+            .data_version
+            .replace(now)
+            .is_some_and(|before| before != now))
     }
 
     fn exchange(&mut self, x: &Exchange<'_>) -> Result<Exchanged, StoreError> {
@@ -457,15 +542,21 @@ impl Conn for SqliteConn {
     }
 
     fn revive(&mut self, key: &str, now: Micros) -> Result<bool, StoreError> {
-        self.c
+        let tx = self
+            .c
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(store_error)?;
+        let seq = draw_seq(&tx, 1).map_err(store_error)? + 1;
+        let revived = tx
             .execute(
                 "UPDATE chronopool_jobs SET state = 'scheduled', next_fire = ?2, attempt = 0,
-                     finished_at = NULL
+                     finished_at = NULL, seq = ?3
                  WHERE key = ?1 AND state = 'dead'",
-                params![key, now],
+                params![key, now, seq],
             )
-            .map(|n| n == 1)
-            .map_err(store_error)
+            .map_err(store_error)?;
+        tx.commit().map_err(store_error)?;
+        Ok(revived == 1)
     }
 
     fn clean(&mut self, done_before: Micros, dead_before: Micros) -> Result<u64, StoreError> {

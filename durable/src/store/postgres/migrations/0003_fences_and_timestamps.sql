@@ -1,6 +1,9 @@
 -- Version 3: times as timestamptz (microseconds), states and missed-run
--- policies by name, and the fence of a run (owner, run number), with the
--- owner's readable name and the key of its session lock.
+-- policies by name, the fence of a run (owner, run number) with the
+-- owner's readable name and the key of its session lock, and a sequence
+-- number that every schedule (and revival) of a job takes, so that a poll
+-- can ask for only what changed since it last looked; a statement that
+-- schedules notifies the listeners (at its commit).
 ALTER TABLE chronopool_jobs
     ALTER COLUMN next_fire TYPE timestamptz
         USING 'epoch'::timestamptz + next_fire * interval '1 millisecond',
@@ -29,3 +32,15 @@ ALTER TABLE chronopool_jobs
 UPDATE chronopool_jobs
     SET recurrence = 'every ' || (substr(recurrence, 7)::bigint * 1000) || 'us'
     WHERE recurrence LIKE 'every %';
+CREATE SEQUENCE chronopool_jobs_seq;
+ALTER TABLE chronopool_jobs
+    ADD COLUMN seq BIGINT NOT NULL DEFAULT nextval('chronopool_jobs_seq');
+CREATE INDEX chronopool_jobs_by_seq ON chronopool_jobs (seq);
+CREATE FUNCTION chronopool_jobs_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('chronopool_jobs', '');
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER chronopool_jobs_notify AFTER INSERT OR UPDATE OF seq ON chronopool_jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION chronopool_jobs_notify();

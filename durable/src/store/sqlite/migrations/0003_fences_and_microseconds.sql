@@ -1,6 +1,8 @@
 -- Version 3: times in microseconds since the epoch, states and missed-run
--- policies by name, and the fence of a run (owner, run number), with the
--- owner's readable name and session lock key. The table is rebuilt (SQLite
+-- policies by name, the fence of a run (owner, run number) with the
+-- owner's readable name and session lock key, and a sequence number that
+-- every schedule (and revival) of a job takes, so that a poll can ask for
+-- only what changed since it last looked. The table is rebuilt (SQLite
 -- cannot change a column's type in place).
 CREATE TABLE chronopool_jobs_v3 (
     key         TEXT PRIMARY KEY NOT NULL,
@@ -22,7 +24,9 @@ CREATE TABLE chronopool_jobs_v3 (
     owner_lock  INTEGER,
     lease_until INTEGER,
     last_error  TEXT,
-    finished_at INTEGER
+    finished_at INTEGER,
+    -- the order of schedules, from chronopool_seq
+    seq         INTEGER NOT NULL DEFAULT 0
 );
 INSERT INTO chronopool_jobs_v3
     (key, name, payload, recurrence, next_fire, state, attempt, missed,
@@ -39,7 +43,12 @@ SELECT key, name, payload,
        CASE misfire WHEN 2 THEN 'burst' ELSE 'skip' END,
        owner, lease_until * 1000, last_error, finished_at * 1000
 FROM chronopool_jobs;
+UPDATE chronopool_jobs_v3 SET seq = rowid;
 DROP TABLE chronopool_jobs;
 ALTER TABLE chronopool_jobs_v3 RENAME TO chronopool_jobs;
 CREATE INDEX chronopool_jobs_due ON chronopool_jobs (state, next_fire);
 CREATE INDEX chronopool_jobs_lease ON chronopool_jobs (state, lease_until);
+CREATE INDEX chronopool_jobs_by_seq ON chronopool_jobs (seq);
+-- The last sequence number drawn (never drawn again, whatever is deleted).
+CREATE TABLE chronopool_seq (value INTEGER NOT NULL);
+INSERT INTO chronopool_seq (value) SELECT coalesce(max(seq), 0) FROM chronopool_jobs;
