@@ -27,10 +27,23 @@ use std::time::{Duration, Instant};
 use report::{Metric, Report};
 use systems::{Store, System};
 
-/// The server's settings beyond the defaults, as the tests' server
-/// (`pg` below) passes them to `pg_ctl -o` (printed with each run's
-/// settings).
-const PG_SETTINGS: &str = "fsync=off full_page_writes=off (synchronous_commit=on, the default)";
+/// The server's durability settings, as the running server reports them
+/// (`SHOW`): PostgreSQL's durable defaults, which the tests' server (`pg`
+/// below) keeps in `PgServer::start_durable`.
+fn pg_durability(server: &pg::PgServer) -> String {
+    let mut client =
+        postgres::Client::connect(&server.params(), postgres::NoTls).expect("a connection");
+    ["fsync", "full_page_writes", "synchronous_commit"]
+        .iter()
+        .map(|name| {
+            let row = client
+                .query_one(&format!("SHOW {name}"), &[])
+                .expect("a setting");
+            format!("{name}={}", row.get::<_, String>(0))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 /// Jobs per batch (one transaction where the system has them).
 const BATCH: usize = 1000;
@@ -217,7 +230,7 @@ fn parent(args: &[String]) {
     let server = selected
         .iter()
         .any(|s| s.postgres())
-        .then(pg::PgServer::start);
+        .then(pg::PgServer::start_durable);
     eprintln!(
         "durable bench: REPS={reps} SCALE={scale} groups={groups:?}, batches of {BATCH}; \
          durable: {durable_jobs} jobs due within {DURABLE_SPAN_MS} ms of their batch's start; \
@@ -228,9 +241,9 @@ fn parent(args: &[String]) {
     eprintln!("SQLite files in {}", dir.path().display());
     if let Some(server) = &server {
         eprintln!(
-            "PostgreSQL: {} on 127.0.0.1, {}",
+            "PostgreSQL: {} on 127.0.0.1, {} (SHOW; the server's durable defaults)",
             server.version(),
-            PG_SETTINGS
+            pg_durability(server)
         );
     }
     for s in &selected {
