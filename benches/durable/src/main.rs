@@ -17,6 +17,7 @@ mod report;
 mod rng;
 mod rss;
 mod slots;
+mod sqlite_settings;
 mod systems;
 
 use std::io::{BufRead, BufReader};
@@ -192,6 +193,31 @@ fn by_second(delays_ms: &[u64], slots: &slots::Slots) {
     }
 }
 
+/// A trial run of a SQLite system (one job) with its SQLite connections
+/// traced: what it sets, as a line for stderr.
+fn sqlite_trial(system: &dyn System, dir: &Path) -> String {
+    let store = Store::Sqlite(dir.join(format!("{}-trial.db", system.name())));
+    let (run, opened, pragmas) = sqlite_settings::trace(|| {
+        system.durable(&store, &[0], 1, Duration::from_secs(60))
+    });
+    if let Store::Sqlite(path) = &store {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+    format!(
+        "SQLite settings of {} (its PRAGMAs, traced on a trial run of one job{}): {}; \
+         connections opened in that run: {opened}; unset ones are SQLite's defaults",
+        system.name(),
+        if run.slots.ran() == 1 { "" } else { ", which did not run" },
+        if pragmas.is_empty() {
+            "none".to_owned()
+        } else {
+            pragmas.join(", ")
+        },
+    )
+}
+
 fn parent(args: &[String]) {
     let reps: usize = std::env::var("REPS")
         .ok()
@@ -248,6 +274,12 @@ fn parent(args: &[String]) {
     }
     for s in &selected {
         eprintln!("settings of {}: {}", s.name(), s.settings());
+    }
+    if selected.iter().any(|s| !s.postgres()) {
+        eprintln!("{}", sqlite_settings::defaults(dir.path()));
+    }
+    for s in selected.iter().filter(|s| !s.postgres()) {
+        eprintln!("{}", sqlite_trial(s.as_ref(), dir.path()));
     }
 
     let mut report = Report::new(selected.iter().map(|s| s.name()).collect());

@@ -101,11 +101,10 @@ impl System for ChronopoolDurable {
     fn settings(&self) -> String {
         let c = Config::default();
         let store = if self.postgres {
-            "PostgreSQL: one connection (the `postgres` crate, synchronous), \
-             the server's defaults"
+            "PostgreSQL: the synchronous `postgres` crate's connections, as the crate opens them"
         } else {
-            "SQLite (bundled, rusqlite): one connection, journal_mode=WAL, synchronous=NORMAL, \
-             busy_timeout 5 s"
+            "SQLite (bundled, through rusqlite): the crate's own settings (the PRAGMAs it runs \
+             and the connections it opens are traced and printed below)"
         };
         format!(
             "chronopool-durable (path dependency, this checkout) on chronopool's \
