@@ -1,14 +1,15 @@
-//! chronopool-durable beside apalis on the `durable` workload of the
-//! shared spec, on SQLite and on one PostgreSQL server, in one run (see
+//! chronopool-durable beside apalis and River on the `durable` workload of
+//! the shared spec, on SQLite and on one PostgreSQL server, in one run (see
 //! README.md). stdout: JSON lines only, one per system and metric (the
 //! median of the repetitions); stderr: settings, progress, every
 //! repetition's figures and a table.
 //!
 //! Environment: `REPS` (3), `SCALE` (1: multiplies every job count),
 //! `SYSTEMS` (comma list, all by default). Arguments: the groups of
-//! metrics to measure, `durable` (insert rate and lateness), `rss` and
-//! `recovery` (all by default). `--child rss|recovery <system>` is this
-//! binary re-executed for a measurement in a fresh process.
+//! metrics to measure, `durable` (insert rate and lateness), `rss`,
+//! `recovery` (all by default).
+//! `--child rss|recovery <system>` is this binary re-executed
+//! for a measurement in a fresh process.
 
 /// The PostgreSQL server the durable crate's tests start.
 #[path = "../../../durable/tests/common/mod.rs"]
@@ -59,6 +60,8 @@ const RSS_SPAN_MS: u64 = 365 * 24 * 3600 * 1000;
 const RECOVERY_JOBS: usize = 10_000;
 const RECOVERY_SPAN_MS: u64 = 1000;
 const KILL_AFTER: Duration = Duration::from_millis(500);
+/// The groups, in the order measured.
+const GROUPS: [&str; 3] = ["durable", "rss", "recovery"];
 
 /// How long the jobs of a workload may take to run after the last is
 /// scheduled, before the run is reported incomplete.
@@ -236,15 +239,12 @@ fn parent(args: &[String]) {
         _ => systems::all(),
     };
     let groups: Vec<&str> = if args.is_empty() {
-        vec!["durable", "rss", "recovery"]
+        GROUPS.to_vec()
     } else {
         args.iter().map(String::as_str).collect()
     };
     for g in &groups {
-        assert!(
-            matches!(*g, "durable" | "rss" | "recovery"),
-            "unknown group {g:?} (durable, rss, recovery)"
-        );
+        assert!(GROUPS.contains(g), "unknown group {g:?} ({})", GROUPS.join(", "));
     }
     let (durable_jobs, rss_jobs, recovery_jobs) = (
         scaled(DURABLE_JOBS, scale),
@@ -377,6 +377,11 @@ fn parent(args: &[String]) {
                     r.in_flight,
                     if name.starts_with("chronopool") {
                         format!(" (lease {:?})", systems::chronopool::RECOVERY_LEASE)
+                    } else if name.starts_with("river") {
+                        format!(
+                            " (rescue_after {:?})",
+                            systems::river::RECOVERY_RESCUE_AFTER
+                        )
                     } else {
                         String::new()
                     },

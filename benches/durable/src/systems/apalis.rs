@@ -21,12 +21,13 @@ use serde::{Deserialize, Serialize};
 use super::{batches, DurableRun, Recovery, Store, System};
 use crate::slots::Slots;
 
-/// The job: its index and when it is due (ms since the epoch; apalis
-/// stores the due time in whole seconds).
+/// The job: its index and the time its lateness counts from (µs since the
+/// epoch: its due time, which apalis stores in whole seconds, or when it
+/// was handed to apalis).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchJob {
     i: u32,
-    due_ms: i64,
+    since_us: i64,
 }
 
 /// apalis on SQLite (`postgres: false`) or PostgreSQL.
@@ -58,7 +59,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 async fn noop(job: BenchJob, slots: Data<Arc<Slots>>) {
-    slots.record(job.i as usize, job.due_ms);
+    slots.record(job.i as usize, job.since_us);
 }
 
 /// The jobs' due time as apalis takes it, whole seconds since the epoch:
@@ -85,7 +86,7 @@ where
         for job in chunk {
             let bench_job = BenchJob {
                 i: u32::try_from(job.index).expect("fewer than 2^32 jobs"),
-                due_ms: job.due_ms(),
+                since_us: job.since_us(),
             };
             storage
                 .schedule(bench_job, due_seconds(job.due, postgres))
@@ -134,12 +135,19 @@ impl Opened {
     /// The storage on `store`, with a worker running the no-op handler
     /// into `slots`.
     async fn open(store: &Store, slots: &Arc<Slots>) -> Opened {
+        let opened = Opened::connect(store).await;
+        opened.work(slots);
+        opened
+    }
+
+    /// Starts a worker running the no-op handler into `slots` (on the
+    /// current runtime).
+    fn work(&self, slots: &Arc<Slots>) {
         // A worker id per process: a new process's worker is another
         // worker, and the jobs a killed one held are orphans.
         let id = format!("chronopool-durable-bench-{}", std::process::id());
         let worker = WorkerBuilder::new(id).data(Arc::clone(slots));
-        let opened = Opened::connect(store).await;
-        match &opened {
+        match self {
             Opened::Sqlite(storage) => {
                 tokio::spawn(worker.backend(storage.clone()).build_fn(noop).run());
             }
@@ -147,7 +155,6 @@ impl Opened {
                 tokio::spawn(worker.backend(storage.clone()).build_fn(noop).run());
             }
         }
-        opened
     }
 
     async fn schedule(&mut self, delays_ms: &[u64], batch: usize) -> Duration {

@@ -25,15 +25,16 @@ fn key(i: usize) -> String {
     format!("job-{i}")
 }
 
-/// Its payload: the index (u32) and the due time in ms (i64), little-endian.
-fn payload(index: usize, due_ms: i64) -> Vec<u8> {
+/// Its payload: the index (u32) and the time its lateness counts from (µs
+/// since the epoch, i64), little-endian.
+fn payload(index: usize, since_us: i64) -> Vec<u8> {
     let mut p = Vec::with_capacity(12);
     p.extend_from_slice(
         &u32::try_from(index)
             .expect("fewer than 2^32 jobs")
             .to_le_bytes(),
     );
-    p.extend_from_slice(&due_ms.to_le_bytes());
+    p.extend_from_slice(&since_us.to_le_bytes());
     p
 }
 
@@ -63,8 +64,8 @@ impl ChronopoolDurable {
     fn register(jobs: &DurableScheduler, slots: &Arc<Slots>) {
         let slots = Arc::clone(slots);
         jobs.register("noop", move |job| {
-            if let Some((index, due_ms)) = read_payload(job.payload()) {
-                slots.record(index, due_ms);
+            if let Some((index, since_us)) = read_payload(job.payload()) {
+                slots.record(index, since_us);
             }
             Ok(())
         });
@@ -79,7 +80,7 @@ impl ChronopoolDurable {
                 DurableJob::new(
                     key(job.index),
                     "noop",
-                    payload(job.index, job.due_ms()),
+                    payload(job.index, job.since_us()),
                     Schedule::At(job.due),
                 )
             }))

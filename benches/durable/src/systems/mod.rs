@@ -1,9 +1,10 @@
 //! The systems measured, each behind [`System`]: chronopool-durable
-//! (`chronopool.rs`) and apalis with its SQL storage (`apalis.rs`), each on
-//! SQLite and on PostgreSQL.
+//! (`chronopool.rs`), apalis with its SQL storage (`apalis.rs`) and River
+//! (`river.rs`), each on SQLite and on PostgreSQL.
 
 pub mod apalis;
 pub mod chronopool;
+pub mod river;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -58,6 +59,12 @@ impl Job {
     /// `due` in milliseconds since the epoch.
     pub fn due_ms(&self) -> i64 {
         crate::slots::millis(self.due)
+    }
+
+    /// What its payload carries for [`Slots::record`]: the due time in
+    /// whole milliseconds, as microseconds.
+    pub fn since_us(&self) -> i64 {
+        self.due_ms() * 1000
     }
 }
 
@@ -157,5 +164,7 @@ pub fn all() -> Vec<Box<dyn System>> {
         Box::new(chronopool::ChronopoolDurable { postgres: true }),
         Box::new(apalis::Apalis { postgres: false }),
         Box::new(apalis::Apalis { postgres: true }),
+        Box::new(river::River { postgres: false }),
+        Box::new(river::River { postgres: true }),
     ]
 }
