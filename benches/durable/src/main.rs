@@ -1,19 +1,20 @@
 //! chronopool-durable beside apalis and River on the `durable` workload of
-//! the shared spec, on SQLite and on one PostgreSQL server, in one run (see
-//! README.md). stdout: JSON lines only, one per system and metric (the
-//! median of the repetitions); stderr: settings, progress, every
-//! repetition's figures and a table.
+//! the shared spec and the burn-down workload, on SQLite and
+//! on one PostgreSQL server, in one run (see README.md). stdout: JSON lines
+//! only, one per system and metric (the median of the repetitions);
+//! stderr: settings, progress, every repetition's figures and a table.
 //!
 //! Environment: `REPS` (3), `SCALE` (1: multiplies every job count),
 //! `SYSTEMS` (comma list, all by default). Arguments: the groups of
 //! metrics to measure, `durable` (insert rate and lateness), `rss`,
-//! `recovery` (all by default).
+//! `recovery` and `burndown` (all by default).
 //! `--child rss|recovery <system>` is this binary re-executed
 //! for a measurement in a fresh process.
 
 /// The PostgreSQL server the durable crate's tests start.
 #[path = "../../../durable/tests/common/mod.rs"]
 mod pg;
+mod burndown;
 mod report;
 mod rng;
 mod rss;
@@ -60,8 +61,11 @@ const RSS_SPAN_MS: u64 = 365 * 24 * 3600 * 1000;
 const RECOVERY_JOBS: usize = 10_000;
 const RECOVERY_SPAN_MS: u64 = 1000;
 const KILL_AFTER: Duration = Duration::from_millis(500);
+/// The burn-down workload: 1,000,000 jobs stored and due before the
+/// workers start.
+const BURNDOWN_JOBS: usize = 1_000_000;
 /// The groups, in the order measured.
-const GROUPS: [&str; 3] = ["durable", "rss", "recovery"];
+const GROUPS: [&str; 4] = ["durable", "rss", "recovery", "burndown"];
 
 /// How long the jobs of a workload may take to run after the last is
 /// scheduled, before the run is reported incomplete.
@@ -246,10 +250,11 @@ fn parent(args: &[String]) {
     for g in &groups {
         assert!(GROUPS.contains(g), "unknown group {g:?} ({})", GROUPS.join(", "));
     }
-    let (durable_jobs, rss_jobs, recovery_jobs) = (
+    let (durable_jobs, rss_jobs, recovery_jobs, burndown_jobs) = (
         scaled(DURABLE_JOBS, scale),
         scaled(RSS_JOBS, scale),
         scaled(RECOVERY_JOBS, scale),
+        scaled(BURNDOWN_JOBS, scale),
     );
 
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -261,7 +266,8 @@ fn parent(args: &[String]) {
         "durable bench: REPS={reps} SCALE={scale} groups={groups:?}, batches of {BATCH}; \
          durable: {durable_jobs} jobs due within {DURABLE_SPAN_MS} ms of their batch's start; \
          rss: {rss_jobs} jobs due within 365 days; recovery: {recovery_jobs} jobs due within \
-         {RECOVERY_SPAN_MS} ms, SIGKILL {KILL_AFTER:?} after they are stored; {} CPUs",
+         {RECOVERY_SPAN_MS} ms, SIGKILL {KILL_AFTER:?} after they are stored; burndown: \
+         {burndown_jobs} jobs stored and due before the workers start; {} CPUs",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     eprintln!("SQLite files in {}", dir.path().display());
@@ -393,6 +399,18 @@ fn parent(args: &[String]) {
                 if r.complete {
                     report.add(name, Metric::RecoveryMs, ms);
                 }
+            }
+            if groups.contains(&"burndown") {
+                let f = fresh(system, "burndown", rep, dir.path(), server.as_ref());
+                burndown::measure(
+                    system,
+                    &f.store,
+                    burndown_jobs,
+                    BATCH,
+                    PATIENCE,
+                    rep,
+                    &mut report,
+                );
             }
         }
     }

@@ -13,6 +13,7 @@ pub enum Metric {
     LateP99Ms,
     RssMb,
     RecoveryMs,
+    BurndownJobsPerS,
 }
 
 impl Metric {
@@ -23,6 +24,7 @@ impl Metric {
             Metric::LateP99Ms => "late_p99_ms",
             Metric::RssMb => "rss_mb_for_1m_year_jobs",
             Metric::RecoveryMs => "recovery_ms",
+            Metric::BurndownJobsPerS => "burndown_jobs_per_s",
         }
     }
 
@@ -30,12 +32,13 @@ impl Metric {
     /// the first five, then the group's own name.
     pub fn workload(self) -> &'static str {
         match self {
+            Metric::BurndownJobsPerS => "burndown",
             _ => "durable",
         }
     }
 
     fn higher_is_better(self) -> bool {
-        matches!(self, Metric::InsertJobsPerS)
+        matches!(self, Metric::InsertJobsPerS | Metric::BurndownJobsPerS)
     }
 }
 

@@ -18,7 +18,7 @@ use apalis_sql::sqlx::sqlite::{
 use apalis_sql::Config;
 use serde::{Deserialize, Serialize};
 
-use super::{batches, DurableRun, Recovery, Store, System};
+use super::{batches, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
 use crate::slots::Slots;
 
 /// The job: its index and the time its lateness counts from (µs since the
@@ -157,6 +157,30 @@ impl Opened {
         }
     }
 
+    /// Stores `jobs` jobs due at their batch's insert time (whole seconds,
+    /// rounded down: due at or before it), one `Storage::schedule` per job;
+    /// returns how long that took.
+    async fn fill(&mut self, jobs: usize, batch: usize) -> Duration {
+        let start = Instant::now();
+        for first in (0..jobs).step_by(batch) {
+            let now = std::time::SystemTime::now();
+            let since_us = crate::slots::now_us();
+            let run_at = due_seconds(now, false);
+            for i in first..jobs.min(first + batch) {
+                let job = BenchJob {
+                    i: u32::try_from(i).expect("fewer than 2^32 jobs"),
+                    since_us,
+                };
+                match self {
+                    Opened::Sqlite(s) => s.schedule(job, run_at).await.map(|_| ()),
+                    Opened::Postgres(s) => s.schedule(job, run_at).await.map(|_| ()),
+                }
+                .expect("apalis schedule");
+            }
+        }
+        start.elapsed()
+    }
+
     async fn schedule(&mut self, delays_ms: &[u64], batch: usize) -> Duration {
         match self {
             Opened::Sqlite(s) => schedule(s, delays_ms, batch, false).await,
@@ -286,6 +310,38 @@ impl System for Apalis {
         let rss = crate::rss::trimmed_rss_mb();
         drop(opened);
         (rss, insert)
+    }
+
+    /// The jobs stored with no worker running (apalis-sql has no batch
+    /// API: one `Storage::schedule` per job, due at its batch's insert
+    /// time in whole seconds rounded down); then a worker started, timed.
+    fn burndown(
+        &self,
+        store: &Store,
+        jobs: usize,
+        batch: usize,
+        patience: Duration,
+    ) -> Option<BurnDown> {
+        let rt = runtime();
+        let slots = Arc::new(Slots::new(jobs));
+        let mut opened = rt.block_on(Opened::connect(store));
+        let insert = rt.block_on(opened.fill(jobs, batch));
+        std::thread::sleep(BURNDOWN_PAUSE);
+        let started = Instant::now();
+        {
+            let _entered = rt.enter();
+            opened.work(&slots);
+        }
+        let complete = slots.wait_for(jobs, started + patience);
+        let elapsed = slots.last_run().saturating_duration_since(started);
+        rt.block_on(opened.close());
+        rt.shutdown_timeout(Duration::from_secs(5));
+        Some(BurnDown {
+            insert,
+            elapsed,
+            complete,
+            slots,
+        })
     }
 
     fn recovers(&self) -> bool {

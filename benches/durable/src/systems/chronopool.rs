@@ -4,12 +4,12 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use chronopool::ScheduledExecutor;
 use chronopool_durable::{Config, DurableScheduler, Job as DurableJob, Schedule};
 
-use super::{batches, DurableRun, Recovery, Store, System};
+use super::{batches, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
 use crate::slots::Slots;
 
 /// The lease of the recovery workload (the default is 60 s).
@@ -160,6 +160,46 @@ impl System for ChronopoolDurable {
         let rss = crate::rss::trimmed_rss_mb();
         drop(jobs);
         (rss, insert)
+    }
+
+    /// The jobs stored by a scheduler that is not started (it runs
+    /// nothing), `Schedule::At` the batch's insert time; then `register` and
+    /// `start()` on that scheduler, timed.
+    fn burndown(
+        &self,
+        store: &Store,
+        jobs: usize,
+        batch: usize,
+        patience: Duration,
+    ) -> Option<BurnDown> {
+        let pool = executor();
+        let scheduler = self.open(&pool, store, Config::default());
+        let slots = Arc::new(Slots::new(jobs));
+        let start = Instant::now();
+        for first in (0..jobs).step_by(batch) {
+            let now = SystemTime::now();
+            let since_us = crate::slots::now_us();
+            scheduler
+                .schedule_all((first..jobs.min(first + batch)).map(|i| {
+                    DurableJob::new(key(i), "noop", payload(i, since_us), Schedule::At(now))
+                }))
+                .expect("schedule_all");
+        }
+        let insert = start.elapsed();
+        std::thread::sleep(BURNDOWN_PAUSE);
+        let started = Instant::now();
+        Self::register(&scheduler, &slots);
+        scheduler.start().expect("start");
+        let complete = slots.wait_for(jobs, started + patience);
+        let elapsed = slots.last_run().saturating_duration_since(started);
+        drop(scheduler);
+        drop(pool);
+        Some(BurnDown {
+            insert,
+            elapsed,
+            complete,
+            slots,
+        })
     }
 
     fn recovers(&self) -> bool {

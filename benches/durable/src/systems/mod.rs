@@ -68,6 +68,12 @@ impl Job {
     }
 }
 
+/// The pause between storing the burn-down's jobs and starting the
+/// workers, so that every due time has passed, even the whole-second due
+/// times apalis stores (its SQLite query runs a job once `run_at < now` in
+/// whole seconds).
+pub const BURNDOWN_PAUSE: Duration = Duration::from_millis(1100);
+
 /// The batches of a plan: `delays_ms.len()` jobs in batches of `batch`,
 /// each batch's jobs due `delay` after the moment that batch is handed to
 /// the system (so a slow insert does not make the later jobs late before
@@ -110,6 +116,18 @@ pub struct Recovery {
     pub slots: Arc<Slots>,
 }
 
+/// What the burn-down workload measured.
+pub struct BurnDown {
+    /// Wall time of storing the jobs (no worker running).
+    pub insert: Duration,
+    /// From starting the workers to the last job's run.
+    pub elapsed: Duration,
+    /// Whether every job ran before the deadline.
+    pub complete: bool,
+    /// The runs (the lateness recorded is from each job's store).
+    pub slots: Arc<Slots>,
+}
+
 /// A system under measurement.
 pub trait System: Sync {
     /// Its name in the results.
@@ -137,6 +155,21 @@ pub trait System: Sync {
     /// schedules the jobs, and returns the trimmed RSS in MB (measured
     /// while the system is open) and how long scheduling took.
     fn rss(&self, store: &Store, delays_ms: &[u64], batch: usize) -> (f64, Duration);
+
+    /// The burn-down workload (in this process): stores `jobs` jobs due
+    /// now, in batches of `batch` (one transaction each where the system
+    /// has them), with no worker running; waits [`BURNDOWN_PAUSE`]; then
+    /// starts the workers with the no-op handler and waits (at most
+    /// `patience`) until all ran. `None` where the system cannot.
+    fn burndown(
+        &self,
+        _store: &Store,
+        _jobs: usize,
+        _batch: usize,
+        _patience: Duration,
+    ) -> Option<BurnDown> {
+        None
+    }
 
     /// Whether [`recovery_child`](Self::recovery_child) and
     /// [`recovery`](Self::recovery) are implemented.

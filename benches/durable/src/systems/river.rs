@@ -23,7 +23,7 @@ use riverqueue::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{batches, DurableRun, Recovery, Store, System};
+use super::{batches, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
 use crate::slots::Slots;
 
 /// The job: its index and the time its lateness counts from (µs since the
@@ -119,6 +119,11 @@ impl Pool {
             Pool::Sqlite(pool) => Client::builder(pool.clone()),
             Pool::Postgres(pool) => Client::builder(pool.clone()),
         }
+    }
+
+    /// A client that only inserts (no queue, no worker).
+    fn inserter(&self) -> Client {
+        self.builder().build().expect("River: an insert-only client")
     }
 
     /// A client working the default queue with the no-op handler into
@@ -287,6 +292,47 @@ impl System for River {
         let rss = crate::rss::trimmed_rss_mb();
         drop(run);
         (rss, insert)
+    }
+
+    fn burndown(
+        &self,
+        store: &Store,
+        jobs: usize,
+        batch: usize,
+        patience: Duration,
+    ) -> Option<BurnDown> {
+        let rt = runtime();
+        let slots = Arc::new(Slots::new(jobs));
+        let pool = rt.block_on(Pool::open(store));
+        let inserter = pool.inserter();
+        let insert = rt.block_on(async {
+            let start = Instant::now();
+            for first in (0..jobs).step_by(batch) {
+                let since_us = crate::slots::now_us();
+                let chunk: Vec<BenchJob> = (first..jobs.min(first + batch))
+                    .map(|i| BenchJob {
+                        i: u32::try_from(i).expect("fewer than 2^32 jobs"),
+                        since_us,
+                    })
+                    .collect();
+                inserter.insert_many(chunk).await.expect("River: insert_many");
+            }
+            start.elapsed()
+        });
+        std::thread::sleep(BURNDOWN_PAUSE);
+        let client = pool.worker(&slots, false);
+        let started = Instant::now();
+        let run = rt.block_on(start(&client));
+        let complete = slots.wait_for(jobs, started + patience);
+        let elapsed = slots.last_run().saturating_duration_since(started);
+        rt.block_on(stop(run, pool));
+        rt.shutdown_timeout(Duration::from_secs(5));
+        Some(BurnDown {
+            insert,
+            elapsed,
+            complete,
+            slots,
+        })
     }
 
     fn recovers(&self) -> bool {
