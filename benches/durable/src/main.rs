@@ -1,5 +1,5 @@
 //! chronopool-durable beside apalis and River on the `durable` workload of
-//! the shared spec and the burn-down workload, on SQLite and
+//! the shared spec and the burn-down and immediate workloads, on SQLite and
 //! on one PostgreSQL server, in one run (see README.md). stdout: JSON lines
 //! only, one per system and metric (the median of the repetitions);
 //! stderr: settings, progress, every repetition's figures and a table.
@@ -7,14 +7,15 @@
 //! Environment: `REPS` (3), `SCALE` (1: multiplies every job count),
 //! `SYSTEMS` (comma list, all by default). Arguments: the groups of
 //! metrics to measure, `durable` (insert rate and lateness), `rss`,
-//! `recovery` and `burndown` (all by default).
-//! `--child rss|recovery <system>` is this binary re-executed
+//! `recovery`, `burndown` and `immediate` (all by default).
+//! `--child rss|recovery|immediate <system>` is this binary re-executed
 //! for a measurement in a fresh process.
 
 /// The PostgreSQL server the durable crate's tests start.
 #[path = "../../../durable/tests/common/mod.rs"]
 mod pg;
 mod burndown;
+mod immediate;
 mod report;
 mod rng;
 mod rss;
@@ -65,7 +66,7 @@ const KILL_AFTER: Duration = Duration::from_millis(500);
 /// workers start.
 const BURNDOWN_JOBS: usize = 1_000_000;
 /// The groups, in the order measured.
-const GROUPS: [&str; 4] = ["durable", "rss", "recovery", "burndown"];
+const GROUPS: [&str; 5] = ["durable", "rss", "recovery", "burndown", "immediate"];
 
 /// How long the jobs of a workload may take to run after the last is
 /// scheduled, before the run is reported incomplete.
@@ -115,6 +116,7 @@ fn child(workload: &str, system: &str) {
             let delays = rng::delays_ms(jobs, RECOVERY_SPAN_MS);
             system.recovery_child(&store, &delays, BATCH);
         }
+        "immediate" => system.insert_now(&store, jobs, immediate::GAP),
         other => panic!("no child workload {other:?}"),
     }
 }
@@ -256,6 +258,7 @@ fn parent(args: &[String]) {
         scaled(RECOVERY_JOBS, scale),
         scaled(BURNDOWN_JOBS, scale),
     );
+    let immediate_jobs = scaled(immediate::JOBS, scale).max(immediate::MIN_JOBS);
 
     let dir = tempfile::tempdir().expect("a temporary directory");
     let server = selected
@@ -267,7 +270,11 @@ fn parent(args: &[String]) {
          durable: {durable_jobs} jobs due within {DURABLE_SPAN_MS} ms of their batch's start; \
          rss: {rss_jobs} jobs due within 365 days; recovery: {recovery_jobs} jobs due within \
          {RECOVERY_SPAN_MS} ms, SIGKILL {KILL_AFTER:?} after they are stored; burndown: \
-         {burndown_jobs} jobs stored and due before the workers start; {} CPUs",
+         {burndown_jobs} jobs stored and due before the workers start; immediate: \
+         {immediate_jobs} jobs due now inserted by another process {:?} apart, the worker \
+         started {:?} before; {} CPUs",
+        immediate::GAP,
+        immediate::SETTLE,
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     eprintln!("SQLite files in {}", dir.path().display());
@@ -411,6 +418,12 @@ fn parent(args: &[String]) {
                     rep,
                     &mut report,
                 );
+            }
+            if groups.contains(&"immediate") {
+                let f = fresh(system, "immediate", rep, dir.path(), server.as_ref());
+                let mut child = child_command("immediate", system, &f.store, immediate_jobs);
+                child.stdout(Stdio::null());
+                immediate::measure(system, &f.store, immediate_jobs, child, rep, &mut report);
             }
         }
     }

@@ -14,6 +14,8 @@ pub enum Metric {
     RssMb,
     RecoveryMs,
     BurndownJobsPerS,
+    ImmediateP50Ms,
+    ImmediateP99Ms,
 }
 
 impl Metric {
@@ -25,6 +27,8 @@ impl Metric {
             Metric::RssMb => "rss_mb_for_1m_year_jobs",
             Metric::RecoveryMs => "recovery_ms",
             Metric::BurndownJobsPerS => "burndown_jobs_per_s",
+            Metric::ImmediateP50Ms => "immediate_p50_ms",
+            Metric::ImmediateP99Ms => "immediate_p99_ms",
         }
     }
 
@@ -33,6 +37,7 @@ impl Metric {
     pub fn workload(self) -> &'static str {
         match self {
             Metric::BurndownJobsPerS => "burndown",
+            Metric::ImmediateP50Ms | Metric::ImmediateP99Ms => "immediate",
             _ => "durable",
         }
     }

@@ -18,7 +18,7 @@ use apalis_sql::sqlx::sqlite::{
 use apalis_sql::Config;
 use serde::{Deserialize, Serialize};
 
-use super::{batches, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
+use super::{batches, paced, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
 use crate::slots::Slots;
 
 /// The job: its index and the time its lateness counts from (µs since the
@@ -179,6 +179,15 @@ impl Opened {
             }
         }
         start.elapsed()
+    }
+
+    /// One job due now: `Storage::push`.
+    async fn push(&mut self, job: BenchJob) {
+        match self {
+            Opened::Sqlite(s) => s.push(job).await.map(|_| ()),
+            Opened::Postgres(s) => s.push(job).await.map(|_| ()),
+        }
+        .expect("apalis push");
     }
 
     async fn schedule(&mut self, delays_ms: &[u64], batch: usize) -> Duration {
@@ -342,6 +351,28 @@ impl System for Apalis {
             complete,
             slots,
         })
+    }
+
+    fn with_worker(&self, store: &Store, slots: &Arc<Slots>, during: &mut dyn FnMut()) -> bool {
+        let rt = runtime();
+        let opened = rt.block_on(Opened::open(store, slots));
+        during();
+        rt.block_on(opened.close());
+        rt.shutdown_timeout(Duration::from_secs(5));
+        true
+    }
+
+    /// A storage with no worker; each job one `Storage::push` (due now).
+    fn insert_now(&self, store: &Store, n: usize, gap: Duration) {
+        let rt = runtime();
+        let mut opened = rt.block_on(Opened::connect(store));
+        paced(n, gap, |i, since_us| {
+            rt.block_on(opened.push(BenchJob {
+                i: u32::try_from(i).expect("fewer than 2^32 jobs"),
+                since_us,
+            }));
+        });
+        rt.block_on(opened.close());
     }
 
     fn recovers(&self) -> bool {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 use chronopool::ScheduledExecutor;
 use chronopool_durable::{Config, DurableScheduler, Job as DurableJob, Schedule};
 
-use super::{batches, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
+use super::{batches, paced, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
 use crate::slots::Slots;
 
 /// The lease of the recovery workload (the default is 60 s).
@@ -200,6 +200,34 @@ impl System for ChronopoolDurable {
             complete,
             slots,
         })
+    }
+
+    fn with_worker(&self, store: &Store, slots: &Arc<Slots>, during: &mut dyn FnMut()) -> bool {
+        let pool = executor();
+        let jobs = self.open(&pool, store, Config::default());
+        Self::register(&jobs, slots);
+        jobs.start().expect("start");
+        during();
+        drop(jobs);
+        drop(pool);
+        true
+    }
+
+    /// A scheduler that is not started (it runs nothing), each job one
+    /// `schedule_all` of one job, `Schedule::At(SystemTime::now())`.
+    fn insert_now(&self, store: &Store, n: usize, gap: Duration) {
+        let pool = executor();
+        let jobs = self.open(&pool, store, Config::default());
+        paced(n, gap, |i, since_us| {
+            jobs.schedule_all([DurableJob::new(
+                key(i),
+                "noop",
+                payload(i, since_us),
+                Schedule::At(SystemTime::now()),
+            )])
+            .expect("schedule_all");
+        });
+        drop(jobs);
     }
 
     fn recovers(&self) -> bool {

@@ -68,6 +68,19 @@ impl Job {
     }
 }
 
+/// Runs `insert(i, t)` for `i` in `0..n`, the `i`-th at `gap * i` after
+/// the first (later if an insert is slower than `gap`), `t` the wall time
+/// in µs since the epoch just before the call: the immediate workload's
+/// inserts.
+pub fn paced(n: usize, gap: Duration, mut insert: impl FnMut(usize, i64)) {
+    let start = std::time::Instant::now();
+    for i in 0..n {
+        let at = start + gap * u32::try_from(i).expect("fewer than 2^32 jobs");
+        std::thread::sleep(at.saturating_duration_since(std::time::Instant::now()));
+        insert(i, crate::slots::now_us());
+    }
+}
+
 /// The pause between storing the burn-down's jobs and starting the
 /// workers, so that every due time has passed, even the whole-second due
 /// times apalis stores (its SQLite query runs a job once `run_at < now` in
@@ -169,6 +182,23 @@ pub trait System: Sync {
         _patience: Duration,
     ) -> Option<BurnDown> {
         None
+    }
+
+    /// The immediate workload's worker (in this process): opens `store`,
+    /// starts the workers with the no-op handler recording into `slots`
+    /// (the payload's time is when the job was handed to the system), runs
+    /// `during` (which has another process insert the jobs and waits for
+    /// their runs), then closes. False where the system cannot.
+    fn with_worker(&self, _store: &Store, _slots: &Arc<Slots>, _during: &mut dyn FnMut()) -> bool {
+        false
+    }
+
+    /// The immediate workload's other process: opens `store` with no
+    /// worker and inserts `n` jobs due now, one at a time, `gap` apart
+    /// ([`paced`]), each payload carrying its index and the wall time just
+    /// before its insert call.
+    fn insert_now(&self, _store: &Store, _n: usize, _gap: Duration) {
+        unimplemented!("{} has no immediate workload", self.name())
     }
 
     /// Whether [`recovery_child`](Self::recovery_child) and

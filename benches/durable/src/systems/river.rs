@@ -23,7 +23,7 @@ use riverqueue::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{batches, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
+use super::{batches, paced, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
 use crate::slots::Slots;
 
 /// The job: its index and the time its lateness counts from (µs since the
@@ -333,6 +333,32 @@ impl System for River {
             complete,
             slots,
         })
+    }
+
+    fn with_worker(&self, store: &Store, slots: &Arc<Slots>, during: &mut dyn FnMut()) -> bool {
+        let rt = runtime();
+        let pool = rt.block_on(Pool::open(store));
+        let client = pool.worker(slots, false);
+        let run = rt.block_on(start(&client));
+        during();
+        rt.block_on(stop(run, pool));
+        rt.shutdown_timeout(Duration::from_secs(5));
+        true
+    }
+
+    fn insert_now(&self, store: &Store, n: usize, gap: Duration) {
+        let rt = runtime();
+        let pool = rt.block_on(Pool::open(store));
+        let inserter = pool.inserter();
+        paced(n, gap, |i, since_us| {
+            let job = BenchJob {
+                i: u32::try_from(i).expect("fewer than 2^32 jobs"),
+                since_us,
+            };
+            rt.block_on(async { inserter.insert(job).await })
+                .expect("River: insert");
+        });
+        rt.block_on(pool.close());
     }
 
     fn recovers(&self) -> bool {
