@@ -46,6 +46,10 @@ pub fn buffer_size() -> usize {
         .unwrap_or(1000)
 }
 
+/// The concurrent tasks of the burn-down's fill on PostgreSQL (sqlx's
+/// pool has 10 connections at most).
+const FILL_TASKS: usize = 10;
+
 fn config() -> Config {
     Config::new("chronopool-durable-bench").set_buffer_size(buffer_size())
 }
@@ -159,24 +163,44 @@ impl Opened {
 
     /// Stores `jobs` jobs due at their batch's insert time (whole seconds,
     /// rounded down: due at or before it), one `Storage::schedule` per job;
-    /// returns how long that took.
+    /// returns how long that took. The burn-down's fill, not timed: on
+    /// PostgreSQL, where each call is a transaction synced to disk, the
+    /// batches are shared among [`FILL_TASKS`] concurrent tasks (the
+    /// pool's size), else a million jobs would take about half an hour;
+    /// SQLite has one writer, so one task.
     async fn fill(&mut self, jobs: usize, batch: usize) -> Duration {
         let start = Instant::now();
-        for first in (0..jobs).step_by(batch) {
-            let now = std::time::SystemTime::now();
-            let since_us = crate::slots::now_us();
-            let run_at = due_seconds(now, false);
-            for i in first..jobs.min(first + batch) {
-                let job = BenchJob {
-                    i: u32::try_from(i).expect("fewer than 2^32 jobs"),
-                    since_us,
-                };
-                match self {
-                    Opened::Sqlite(s) => s.schedule(job, run_at).await.map(|_| ()),
-                    Opened::Postgres(s) => s.schedule(job, run_at).await.map(|_| ()),
+        let tasks = match self {
+            Opened::Sqlite(_) => 1,
+            Opened::Postgres(_) => FILL_TASKS,
+        };
+        let mut running = tokio::task::JoinSet::new();
+        for task in 0..tasks {
+            let mut storage = match self {
+                Opened::Sqlite(s) => Opened::Sqlite(s.clone()),
+                Opened::Postgres(s) => Opened::Postgres(s.clone()),
+            };
+            running.spawn(async move {
+                for first in (task * batch..jobs).step_by(batch * tasks) {
+                    let now = std::time::SystemTime::now();
+                    let since_us = crate::slots::now_us();
+                    let run_at = due_seconds(now, false);
+                    for i in first..jobs.min(first + batch) {
+                        let job = BenchJob {
+                            i: u32::try_from(i).expect("fewer than 2^32 jobs"),
+                            since_us,
+                        };
+                        match &mut storage {
+                            Opened::Sqlite(s) => s.schedule(job, run_at).await.map(|_| ()),
+                            Opened::Postgres(s) => s.schedule(job, run_at).await.map(|_| ()),
+                        }
+                        .expect("apalis schedule");
+                    }
                 }
-                .expect("apalis schedule");
-            }
+            });
+        }
+        while let Some(done) = running.join_next().await {
+            done.expect("a fill task");
         }
         start.elapsed()
     }
