@@ -74,6 +74,15 @@ fn store_kind(system: &str) -> &str {
     system.rsplit('-').next().unwrap_or(system)
 }
 
+/// A ratio with two significant digits at least.
+fn ratio(r: f64) -> String {
+    if r != 0.0 && r.abs() < 0.1 {
+        format!("{r:.1e}")
+    } else {
+        format!("{r:.2}")
+    }
+}
+
 fn is_ours(system: &str) -> bool {
     system.starts_with("chronopool")
 }
@@ -169,8 +178,8 @@ impl Report {
                     (Some(v), Some((p, peer))) if p != 0.0 => line.push_str(&format!(
                         " {:>30}",
                         format!(
-                            "{:.2}x ({})",
-                            v / p,
+                            "{}x ({})",
+                            ratio(v / p),
                             peer.rsplit_once('-').map_or(peer, |(n, _)| n)
                         )
                     )),

@@ -18,8 +18,8 @@ use riverqueue::sqlx::postgres::PgPool;
 use riverqueue::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
 use riverqueue::sqlx::sqlite::SqlitePoolOptions;
 use riverqueue::{
-    Client, InsertOpts, Job, JobArgs, MaintenanceConfig, QueueConfig, RunHandle, WorkContext,
-    WorkOutcome, Workers,
+    Client, InsertOpts, Job, JobArgs, MaintenanceConfig, QueueConfig, Retention, RunHandle,
+    WorkContext, WorkOutcome, Workers,
 };
 use serde::{Deserialize, Serialize};
 
@@ -232,7 +232,7 @@ impl System for River {
              fetch_poll_interval {:?}, job_timeout {:?}, scheduler_interval {:?} (jobs due \
              within it are made available ahead, then fetched once due), elect_interval {:?}, \
              rescuer_interval {:?}, rescue_after 1 h ({:?}, with job_timeout {:?}, in the \
-             recovery workload), completed jobs kept {:?}; {store}; each batch of jobs is one \
+             recovery workload), completed jobs kept {}; {store}; each batch of jobs is one \
              insert_many (one transaction), a due time is InsertOpts::with_scheduled_at (a job \
              so inserted is `scheduled` until the leader's scheduler makes it available); the \
              burn-down and immediate jobs are inserted with no scheduled_at (`available` at once)",
@@ -244,7 +244,10 @@ impl System for River {
             m.rescuer_interval(),
             RECOVERY_RESCUE_AFTER,
             RECOVERY_RESCUE_AFTER,
-            m.completed_job_retention(),
+            match m.completed_job_retention() {
+                Retention::DeleteAfter(d) => format!("{d:?}"),
+                Retention::Keep => "forever".to_owned(),
+            },
         )
     }
 
