@@ -1,22 +1,26 @@
-//! chronopool-durable beside apalis on the `durable` workload of the
-//! shared spec, on SQLite and on one PostgreSQL server, in one run (see
-//! README.md). stdout: JSON lines only, one per system and metric (the
-//! median of the repetitions); stderr: settings, progress, every
-//! repetition's figures and a table.
+//! chronopool-durable beside apalis and River on the `durable` workload of
+//! the shared spec and the burn-down and immediate workloads, on SQLite and
+//! on one PostgreSQL server, in one run (see README.md). stdout: JSON lines
+//! only, one per system and metric (the median of the repetitions);
+//! stderr: settings, progress, every repetition's figures and a table.
 //!
 //! Environment: `REPS` (3), `SCALE` (1: multiplies every job count),
 //! `SYSTEMS` (comma list, all by default). Arguments: the groups of
-//! metrics to measure, `durable` (insert rate and lateness), `rss` and
-//! `recovery` (all by default). `--child rss|recovery <system>` is this
-//! binary re-executed for a measurement in a fresh process.
+//! metrics to measure, `durable` (insert rate and lateness), `rss`,
+//! `recovery`, `burndown` and `immediate` (all by default).
+//! `--child rss|recovery|immediate <system>` is this binary re-executed
+//! for a measurement in a fresh process.
 
 /// The PostgreSQL server the durable crate's tests start.
 #[path = "../../../durable/tests/common/mod.rs"]
 mod pg;
+mod burndown;
+mod immediate;
 mod report;
 mod rng;
 mod rss;
 mod slots;
+mod sqlite_settings;
 mod systems;
 
 use std::io::{BufRead, BufReader};
@@ -27,10 +31,23 @@ use std::time::{Duration, Instant};
 use report::{Metric, Report};
 use systems::{Store, System};
 
-/// The server's settings beyond the defaults, as the tests' server
-/// (`pg` below) passes them to `pg_ctl -o` (printed with each run's
-/// settings).
-const PG_SETTINGS: &str = "fsync=off full_page_writes=off (synchronous_commit=on, the default)";
+/// The server's durability settings, as the running server reports them
+/// (`SHOW`): PostgreSQL's durable defaults, which the tests' server (`pg`
+/// below) keeps in `PgServer::start_durable`.
+fn pg_durability(server: &pg::PgServer) -> String {
+    let mut client =
+        postgres::Client::connect(&server.params(), postgres::NoTls).expect("a connection");
+    ["fsync", "full_page_writes", "synchronous_commit"]
+        .iter()
+        .map(|name| {
+            let row = client
+                .query_one(&format!("SHOW {name}"), &[])
+                .expect("a setting");
+            format!("{name}={}", row.get::<_, String>(0))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
 
 /// Jobs per batch (one transaction where the system has them).
 const BATCH: usize = 1000;
@@ -45,10 +62,19 @@ const RSS_SPAN_MS: u64 = 365 * 24 * 3600 * 1000;
 const RECOVERY_JOBS: usize = 10_000;
 const RECOVERY_SPAN_MS: u64 = 1000;
 const KILL_AFTER: Duration = Duration::from_millis(500);
+/// The burn-down workload: 1,000,000 jobs stored and due before the
+/// workers start.
+const BURNDOWN_JOBS: usize = 1_000_000;
+/// The groups, in the order measured.
+const GROUPS: [&str; 5] = ["durable", "rss", "recovery", "burndown", "immediate"];
 
 /// How long the jobs of a workload may take to run after the last is
 /// scheduled, before the run is reported incomplete.
 const PATIENCE: Duration = Duration::from_secs(600);
+/// How long the burn-down's jobs may take to run from the workers' start,
+/// before the run is reported incomplete: a million jobs at 1,000 jobs/s
+/// take 1,000 s.
+const BURNDOWN_PATIENCE: Duration = Duration::from_secs(1800);
 
 fn scaled(n: usize, scale: f64) -> usize {
     ((n as f64 * scale).round() as usize).max(1)
@@ -94,6 +120,7 @@ fn child(workload: &str, system: &str) {
             let delays = rng::delays_ms(jobs, RECOVERY_SPAN_MS);
             system.recovery_child(&store, &delays, BATCH);
         }
+        "immediate" => system.insert_now(&store, jobs, immediate::GAP),
         other => panic!("no child workload {other:?}"),
     }
 }
@@ -179,6 +206,31 @@ fn by_second(delays_ms: &[u64], slots: &slots::Slots) {
     }
 }
 
+/// A trial run of a SQLite system (one job) with its SQLite connections
+/// traced: what it sets, as a line for stderr.
+fn sqlite_trial(system: &dyn System, dir: &Path) -> String {
+    let store = Store::Sqlite(dir.join(format!("{}-trial.db", system.name())));
+    let (run, opened, pragmas) = sqlite_settings::trace(|| {
+        system.durable(&store, &[0], 1, Duration::from_secs(60))
+    });
+    if let Store::Sqlite(path) = &store {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+    format!(
+        "SQLite settings of {} (its PRAGMAs, traced on a trial run of one job{}): {}; \
+         connections opened in that run: {opened}; unset ones are SQLite's defaults",
+        system.name(),
+        if run.slots.ran() == 1 { "" } else { ", which did not run" },
+        if pragmas.is_empty() {
+            "none".to_owned()
+        } else {
+            pragmas.join(", ")
+        },
+    )
+}
+
 fn parent(args: &[String]) {
     let reps: usize = std::env::var("REPS")
         .ok()
@@ -197,44 +249,54 @@ fn parent(args: &[String]) {
         _ => systems::all(),
     };
     let groups: Vec<&str> = if args.is_empty() {
-        vec!["durable", "rss", "recovery"]
+        GROUPS.to_vec()
     } else {
         args.iter().map(String::as_str).collect()
     };
     for g in &groups {
-        assert!(
-            matches!(*g, "durable" | "rss" | "recovery"),
-            "unknown group {g:?} (durable, rss, recovery)"
-        );
+        assert!(GROUPS.contains(g), "unknown group {g:?} ({})", GROUPS.join(", "));
     }
-    let (durable_jobs, rss_jobs, recovery_jobs) = (
+    let (durable_jobs, rss_jobs, recovery_jobs, burndown_jobs) = (
         scaled(DURABLE_JOBS, scale),
         scaled(RSS_JOBS, scale),
         scaled(RECOVERY_JOBS, scale),
+        scaled(BURNDOWN_JOBS, scale),
     );
+    let immediate_jobs = scaled(immediate::JOBS, scale).max(immediate::MIN_JOBS);
 
     let dir = tempfile::tempdir().expect("a temporary directory");
     let server = selected
         .iter()
         .any(|s| s.postgres())
-        .then(pg::PgServer::start);
+        .then(pg::PgServer::start_durable);
     eprintln!(
         "durable bench: REPS={reps} SCALE={scale} groups={groups:?}, batches of {BATCH}; \
          durable: {durable_jobs} jobs due within {DURABLE_SPAN_MS} ms of their batch's start; \
          rss: {rss_jobs} jobs due within 365 days; recovery: {recovery_jobs} jobs due within \
-         {RECOVERY_SPAN_MS} ms, SIGKILL {KILL_AFTER:?} after they are stored; {} CPUs",
+         {RECOVERY_SPAN_MS} ms, SIGKILL {KILL_AFTER:?} after they are stored; burndown: \
+         {burndown_jobs} jobs stored and due before the workers start; immediate: \
+         {immediate_jobs} jobs due now inserted by another process {:?} apart, the worker \
+         started {:?} before; {} CPUs",
+        immediate::GAP,
+        immediate::SETTLE,
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     eprintln!("SQLite files in {}", dir.path().display());
     if let Some(server) = &server {
         eprintln!(
-            "PostgreSQL: {} on 127.0.0.1, {}",
+            "PostgreSQL: {} on 127.0.0.1, {} (SHOW; the server's durable defaults)",
             server.version(),
-            PG_SETTINGS
+            pg_durability(server)
         );
     }
     for s in &selected {
         eprintln!("settings of {}: {}", s.name(), s.settings());
+    }
+    if selected.iter().any(|s| !s.postgres()) {
+        eprintln!("{}", sqlite_settings::defaults(dir.path()));
+    }
+    for s in selected.iter().filter(|s| !s.postgres()) {
+        eprintln!("{}", sqlite_trial(s.as_ref(), dir.path()));
     }
 
     let mut report = Report::new(selected.iter().map(|s| s.name()).collect());
@@ -332,6 +394,11 @@ fn parent(args: &[String]) {
                     r.in_flight,
                     if name.starts_with("chronopool") {
                         format!(" (lease {:?})", systems::chronopool::RECOVERY_LEASE)
+                    } else if name.starts_with("river") {
+                        format!(
+                            " (rescue_after {:?})",
+                            systems::river::RECOVERY_RESCUE_AFTER
+                        )
                     } else {
                         String::new()
                     },
@@ -343,6 +410,24 @@ fn parent(args: &[String]) {
                 if r.complete {
                     report.add(name, Metric::RecoveryMs, ms);
                 }
+            }
+            if groups.contains(&"burndown") {
+                let f = fresh(system, "burndown", rep, dir.path(), server.as_ref());
+                burndown::measure(
+                    system,
+                    &f.store,
+                    burndown_jobs,
+                    BATCH,
+                    BURNDOWN_PATIENCE,
+                    rep,
+                    &mut report,
+                );
+            }
+            if groups.contains(&"immediate") {
+                let f = fresh(system, "immediate", rep, dir.path(), server.as_ref());
+                let mut child = child_command("immediate", system, &f.store, immediate_jobs);
+                child.stdout(Stdio::null());
+                immediate::measure(system, &f.store, immediate_jobs, child, rep, &mut report);
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The results: every repetition's figure per system and metric, their
-//! medians as JSON lines on stdout, and a table with chronopool-durable's
-//! ratio to the best peer on stderr.
+//! medians as JSON lines on stdout, and a table with each
+//! chronopool-durable system's ratio to the best peer on the same store
+//! kind (SQLite or PostgreSQL) on stderr.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,9 @@ pub enum Metric {
     LateP99Ms,
     RssMb,
     RecoveryMs,
+    BurndownJobsPerS,
+    ImmediateP50Ms,
+    ImmediateP99Ms,
 }
 
 impl Metric {
@@ -22,11 +26,24 @@ impl Metric {
             Metric::LateP99Ms => "late_p99_ms",
             Metric::RssMb => "rss_mb_for_1m_year_jobs",
             Metric::RecoveryMs => "recovery_ms",
+            Metric::BurndownJobsPerS => "burndown_jobs_per_s",
+            Metric::ImmediateP50Ms => "immediate_p50_ms",
+            Metric::ImmediateP99Ms => "immediate_p99_ms",
+        }
+    }
+
+    /// The workload of its JSON line: the shared spec's `durable` row for
+    /// the first five, then the group's own name.
+    pub fn workload(self) -> &'static str {
+        match self {
+            Metric::BurndownJobsPerS => "burndown",
+            Metric::ImmediateP50Ms | Metric::ImmediateP99Ms => "immediate",
+            _ => "durable",
         }
     }
 
     fn higher_is_better(self) -> bool {
-        self == Metric::InsertJobsPerS
+        matches!(self, Metric::InsertJobsPerS | Metric::BurndownJobsPerS)
     }
 }
 
@@ -51,6 +68,25 @@ fn rounded(value: f64) -> f64 {
     (value * 1000.0).round() / 1000.0
 }
 
+/// The store kind in a system's name: its last `-` part (`sqlite`,
+/// `postgres`).
+fn store_kind(system: &str) -> &str {
+    system.rsplit('-').next().unwrap_or(system)
+}
+
+/// A ratio with two significant digits at least.
+fn ratio(r: f64) -> String {
+    if r != 0.0 && r.abs() < 0.1 {
+        format!("{r:.1e}")
+    } else {
+        format!("{r:.2}")
+    }
+}
+
+fn is_ours(system: &str) -> bool {
+    system.starts_with("chronopool")
+}
+
 impl Report {
     pub fn new(systems: Vec<&'static str>) -> Self {
         Report {
@@ -73,19 +109,37 @@ impl Report {
         self.figures.get(&(system, metric)).map(|v| median(v))
     }
 
+    /// The best median of `metric` among the peers (not chronopool) on
+    /// `kind`'s store, and whose it is.
+    fn best_peer(&self, kind: &str, metric: Metric) -> Option<(f64, &'static str)> {
+        (0..self.systems.len())
+            .filter(|&i| !is_ours(self.systems[i]) && store_kind(self.systems[i]) == kind)
+            .filter_map(|i| self.median_of(i, metric).map(|v| (v, self.systems[i])))
+            .reduce(|a, b| {
+                if metric.higher_is_better() == (a.0 >= b.0) {
+                    a
+                } else {
+                    b
+                }
+            })
+    }
+
     /// The medians, one JSON line per system and metric, on stdout.
     pub fn print_json(&self) {
         for (&(system, metric), values) in &self.figures {
             println!(
-                "{{\"system\":\"{}\",\"workload\":\"durable\",\"metric\":\"{}\",\"value\":{}}}",
+                "{{\"system\":\"{}\",\"workload\":\"{}\",\"metric\":\"{}\",\"value\":{}}}",
                 self.systems[system],
+                metric.workload(),
                 metric.name(),
                 rounded(median(values))
             );
         }
     }
 
-    /// The table of medians and ratios, on stderr.
+    /// The table of medians and ratios, on stderr: for each
+    /// chronopool-durable system, its median over the best peer's on the
+    /// same store kind (the peer named), and which way is better.
     pub fn print_table(&self) {
         let metrics: Vec<Metric> = {
             let mut m: Vec<Metric> = self.figures.keys().map(|&(_, m)| m).collect();
@@ -94,10 +148,7 @@ impl Report {
             m
         };
         let ours: Vec<usize> = (0..self.systems.len())
-            .filter(|&i| self.systems[i].starts_with("chronopool"))
-            .collect();
-        let peers: Vec<usize> = (0..self.systems.len())
-            .filter(|&i| !self.systems[i].starts_with("chronopool"))
+            .filter(|&i| is_ours(self.systems[i]))
             .collect();
         let mut header = format!("{:<24}", "metric (median)");
         for s in &self.systems {
@@ -105,10 +156,10 @@ impl Report {
         }
         for &o in &ours {
             header.push_str(&format!(
-                " {:>22}",
+                " {:>30}",
                 format!(
-                    "{}/best",
-                    self.systems[o].trim_start_matches("chronopool-durable-")
+                    "{}: ours/best peer",
+                    store_kind(self.systems[o])
                 )
             ));
         }
@@ -121,20 +172,18 @@ impl Report {
                     None => line.push_str(&format!(" {:>28}", "-")),
                 }
             }
-            let best_peer = peers
-                .iter()
-                .filter_map(|&p| self.median_of(p, metric))
-                .reduce(|a, b| {
-                    if metric.higher_is_better() == (a >= b) {
-                        a
-                    } else {
-                        b
-                    }
-                });
             for &o in &ours {
-                match (self.median_of(o, metric), best_peer) {
-                    (Some(v), Some(p)) if p != 0.0 => line.push_str(&format!(" {:>21.2}x", v / p)),
-                    _ => line.push_str(&format!(" {:>22}", "-")),
+                let best = self.best_peer(store_kind(self.systems[o]), metric);
+                match (self.median_of(o, metric), best) {
+                    (Some(v), Some((p, peer))) if p != 0.0 => line.push_str(&format!(
+                        " {:>30}",
+                        format!(
+                            "{}x ({})",
+                            ratio(v / p),
+                            peer.rsplit_once('-').map_or(peer, |(n, _)| n)
+                        )
+                    )),
+                    _ => line.push_str(&format!(" {:>30}", "-")),
                 }
             }
             line.push_str(if metric.higher_is_better() {

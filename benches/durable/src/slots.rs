@@ -43,10 +43,12 @@ impl Slots {
         }
     }
 
-    /// Job `index`, due at `due_ms` (since the epoch), runs now. Only its
-    /// first run counts; later ones (at-least-once) are counted apart.
-    pub fn record(&self, index: usize, due_ms: i64) {
-        let late = now_us() - due_ms * 1000;
+    /// Job `index`, whose lateness counts from `since_us` (µs since the
+    /// epoch: its due time, or when it was handed to the system), runs now.
+    /// Only its first run counts; later ones (at-least-once) are counted
+    /// apart.
+    pub fn record(&self, index: usize, since_us: i64) {
+        let late = now_us() - since_us;
         self.runs.fetch_add(1, Ordering::Relaxed);
         let Some(slot) = self.late_us.get(index) else {
             return;

@@ -18,15 +18,16 @@ use apalis_sql::sqlx::sqlite::{
 use apalis_sql::Config;
 use serde::{Deserialize, Serialize};
 
-use super::{batches, DurableRun, Recovery, Store, System};
+use super::{batches, paced, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
 use crate::slots::Slots;
 
-/// The job: its index and when it is due (ms since the epoch; apalis
-/// stores the due time in whole seconds).
+/// The job: its index and the time its lateness counts from (µs since the
+/// epoch: its due time, which apalis stores in whole seconds, or when it
+/// was handed to apalis).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BenchJob {
     i: u32,
-    due_ms: i64,
+    since_us: i64,
 }
 
 /// apalis on SQLite (`postgres: false`) or PostgreSQL.
@@ -45,6 +46,10 @@ pub fn buffer_size() -> usize {
         .unwrap_or(1000)
 }
 
+/// The concurrent tasks of the burn-down's fill on PostgreSQL (sqlx's
+/// pool has 10 connections at most).
+const FILL_TASKS: usize = 10;
+
 fn config() -> Config {
     Config::new("chronopool-durable-bench").set_buffer_size(buffer_size())
 }
@@ -58,7 +63,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 async fn noop(job: BenchJob, slots: Data<Arc<Slots>>) {
-    slots.record(job.i as usize, job.due_ms);
+    slots.record(job.i as usize, job.since_us);
 }
 
 /// The jobs' due time as apalis takes it, whole seconds since the epoch:
@@ -85,7 +90,7 @@ where
         for job in chunk {
             let bench_job = BenchJob {
                 i: u32::try_from(job.index).expect("fewer than 2^32 jobs"),
-                due_ms: job.due_ms(),
+                since_us: job.since_us(),
             };
             storage
                 .schedule(bench_job, due_seconds(job.due, postgres))
@@ -134,12 +139,19 @@ impl Opened {
     /// The storage on `store`, with a worker running the no-op handler
     /// into `slots`.
     async fn open(store: &Store, slots: &Arc<Slots>) -> Opened {
+        let opened = Opened::connect(store).await;
+        opened.work(slots);
+        opened
+    }
+
+    /// Starts a worker running the no-op handler into `slots` (on the
+    /// current runtime).
+    fn work(&self, slots: &Arc<Slots>) {
         // A worker id per process: a new process's worker is another
         // worker, and the jobs a killed one held are orphans.
         let id = format!("chronopool-durable-bench-{}", std::process::id());
         let worker = WorkerBuilder::new(id).data(Arc::clone(slots));
-        let opened = Opened::connect(store).await;
-        match &opened {
+        match self {
             Opened::Sqlite(storage) => {
                 tokio::spawn(worker.backend(storage.clone()).build_fn(noop).run());
             }
@@ -147,7 +159,59 @@ impl Opened {
                 tokio::spawn(worker.backend(storage.clone()).build_fn(noop).run());
             }
         }
-        opened
+    }
+
+    /// Stores `jobs` jobs due at their batch's insert time (whole seconds,
+    /// rounded down: due at or before it), one `Storage::schedule` per job;
+    /// returns how long that took. The burn-down's fill, not timed: on
+    /// PostgreSQL, where each call is a transaction synced to disk, the
+    /// batches are shared among [`FILL_TASKS`] concurrent tasks (the
+    /// pool's size), else a million jobs would take about half an hour;
+    /// SQLite has one writer, so one task.
+    async fn fill(&mut self, jobs: usize, batch: usize) -> Duration {
+        let start = Instant::now();
+        let tasks = match self {
+            Opened::Sqlite(_) => 1,
+            Opened::Postgres(_) => FILL_TASKS,
+        };
+        let mut running = tokio::task::JoinSet::new();
+        for task in 0..tasks {
+            let mut storage = match self {
+                Opened::Sqlite(s) => Opened::Sqlite(s.clone()),
+                Opened::Postgres(s) => Opened::Postgres(s.clone()),
+            };
+            running.spawn(async move {
+                for first in (task * batch..jobs).step_by(batch * tasks) {
+                    let now = std::time::SystemTime::now();
+                    let since_us = crate::slots::now_us();
+                    let run_at = due_seconds(now, false);
+                    for i in first..jobs.min(first + batch) {
+                        let job = BenchJob {
+                            i: u32::try_from(i).expect("fewer than 2^32 jobs"),
+                            since_us,
+                        };
+                        match &mut storage {
+                            Opened::Sqlite(s) => s.schedule(job, run_at).await.map(|_| ()),
+                            Opened::Postgres(s) => s.schedule(job, run_at).await.map(|_| ()),
+                        }
+                        .expect("apalis schedule");
+                    }
+                }
+            });
+        }
+        while let Some(done) = running.join_next().await {
+            done.expect("a fill task");
+        }
+        start.elapsed()
+    }
+
+    /// One job due now: `Storage::push`.
+    async fn push(&mut self, job: BenchJob) {
+        match self {
+            Opened::Sqlite(s) => s.push(job).await.map(|_| ()),
+            Opened::Postgres(s) => s.push(job).await.map(|_| ()),
+        }
+        .expect("apalis push");
     }
 
     async fn schedule(&mut self, delays_ms: &[u64], batch: usize) -> Duration {
@@ -279,6 +343,60 @@ impl System for Apalis {
         let rss = crate::rss::trimmed_rss_mb();
         drop(opened);
         (rss, insert)
+    }
+
+    /// The jobs stored with no worker running (apalis-sql has no batch
+    /// API: one `Storage::schedule` per job, due at its batch's insert
+    /// time in whole seconds rounded down); then a worker started, timed.
+    fn burndown(
+        &self,
+        store: &Store,
+        jobs: usize,
+        batch: usize,
+        patience: Duration,
+    ) -> Option<BurnDown> {
+        let rt = runtime();
+        let slots = Arc::new(Slots::new(jobs));
+        let mut opened = rt.block_on(Opened::connect(store));
+        let insert = rt.block_on(opened.fill(jobs, batch));
+        std::thread::sleep(BURNDOWN_PAUSE);
+        let started = Instant::now();
+        {
+            let _entered = rt.enter();
+            opened.work(&slots);
+        }
+        let complete = slots.wait_for(jobs, started + patience);
+        let elapsed = slots.last_run().saturating_duration_since(started);
+        rt.block_on(opened.close());
+        rt.shutdown_timeout(Duration::from_secs(5));
+        Some(BurnDown {
+            insert,
+            elapsed,
+            complete,
+            slots,
+        })
+    }
+
+    fn with_worker(&self, store: &Store, slots: &Arc<Slots>, during: &mut dyn FnMut()) -> bool {
+        let rt = runtime();
+        let opened = rt.block_on(Opened::open(store, slots));
+        during();
+        rt.block_on(opened.close());
+        rt.shutdown_timeout(Duration::from_secs(5));
+        true
+    }
+
+    /// A storage with no worker; each job one `Storage::push` (due now).
+    fn insert_now(&self, store: &Store, n: usize, gap: Duration) {
+        let rt = runtime();
+        let mut opened = rt.block_on(Opened::connect(store));
+        paced(n, gap, |i, since_us| {
+            rt.block_on(opened.push(BenchJob {
+                i: u32::try_from(i).expect("fewer than 2^32 jobs"),
+                since_us,
+            }));
+        });
+        rt.block_on(opened.close());
     }
 
     fn recovers(&self) -> bool {

@@ -4,12 +4,12 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use chronopool::ScheduledExecutor;
 use chronopool_durable::{Config, DurableScheduler, Job as DurableJob, Schedule};
 
-use super::{batches, DurableRun, Recovery, Store, System};
+use super::{batches, paced, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
 use crate::slots::Slots;
 
 /// The lease of the recovery workload (the default is 60 s).
@@ -25,15 +25,16 @@ fn key(i: usize) -> String {
     format!("job-{i}")
 }
 
-/// Its payload: the index (u32) and the due time in ms (i64), little-endian.
-fn payload(index: usize, due_ms: i64) -> Vec<u8> {
+/// Its payload: the index (u32) and the time its lateness counts from (µs
+/// since the epoch, i64), little-endian.
+fn payload(index: usize, since_us: i64) -> Vec<u8> {
     let mut p = Vec::with_capacity(12);
     p.extend_from_slice(
         &u32::try_from(index)
             .expect("fewer than 2^32 jobs")
             .to_le_bytes(),
     );
-    p.extend_from_slice(&due_ms.to_le_bytes());
+    p.extend_from_slice(&since_us.to_le_bytes());
     p
 }
 
@@ -63,8 +64,8 @@ impl ChronopoolDurable {
     fn register(jobs: &DurableScheduler, slots: &Arc<Slots>) {
         let slots = Arc::clone(slots);
         jobs.register("noop", move |job| {
-            if let Some((index, due_ms)) = read_payload(job.payload()) {
-                slots.record(index, due_ms);
+            if let Some((index, since_us)) = read_payload(job.payload()) {
+                slots.record(index, since_us);
             }
             Ok(())
         });
@@ -79,7 +80,7 @@ impl ChronopoolDurable {
                 DurableJob::new(
                     key(job.index),
                     "noop",
-                    payload(job.index, job.due_ms()),
+                    payload(job.index, job.since_us()),
                     Schedule::At(job.due),
                 )
             }))
@@ -101,11 +102,10 @@ impl System for ChronopoolDurable {
     fn settings(&self) -> String {
         let c = Config::default();
         let store = if self.postgres {
-            "PostgreSQL: one connection (the `postgres` crate, synchronous), \
-             the server's defaults"
+            "PostgreSQL: the synchronous `postgres` crate's connections, as the crate opens them"
         } else {
-            "SQLite (bundled, rusqlite): one connection, journal_mode=WAL, synchronous=NORMAL, \
-             busy_timeout 5 s"
+            "SQLite (bundled, through rusqlite): the crate's own settings (the PRAGMAs it runs \
+             and the connections it opens are traced and printed below)"
         };
         format!(
             "chronopool-durable (path dependency, this checkout) on chronopool's \
@@ -160,6 +160,74 @@ impl System for ChronopoolDurable {
         let rss = crate::rss::trimmed_rss_mb();
         drop(jobs);
         (rss, insert)
+    }
+
+    /// The jobs stored by a scheduler that is not started (it runs
+    /// nothing), `Schedule::At` the batch's insert time; then `register` and
+    /// `start()` on that scheduler, timed.
+    fn burndown(
+        &self,
+        store: &Store,
+        jobs: usize,
+        batch: usize,
+        patience: Duration,
+    ) -> Option<BurnDown> {
+        let pool = executor();
+        let scheduler = self.open(&pool, store, Config::default());
+        let slots = Arc::new(Slots::new(jobs));
+        let start = Instant::now();
+        for first in (0..jobs).step_by(batch) {
+            let now = SystemTime::now();
+            let since_us = crate::slots::now_us();
+            scheduler
+                .schedule_all((first..jobs.min(first + batch)).map(|i| {
+                    DurableJob::new(key(i), "noop", payload(i, since_us), Schedule::At(now))
+                }))
+                .expect("schedule_all");
+        }
+        let insert = start.elapsed();
+        std::thread::sleep(BURNDOWN_PAUSE);
+        let started = Instant::now();
+        Self::register(&scheduler, &slots);
+        scheduler.start().expect("start");
+        let complete = slots.wait_for(jobs, started + patience);
+        let elapsed = slots.last_run().saturating_duration_since(started);
+        drop(scheduler);
+        drop(pool);
+        Some(BurnDown {
+            insert,
+            elapsed,
+            complete,
+            slots,
+        })
+    }
+
+    fn with_worker(&self, store: &Store, slots: &Arc<Slots>, during: &mut dyn FnMut()) -> bool {
+        let pool = executor();
+        let jobs = self.open(&pool, store, Config::default());
+        Self::register(&jobs, slots);
+        jobs.start().expect("start");
+        during();
+        drop(jobs);
+        drop(pool);
+        true
+    }
+
+    /// A scheduler that is not started (it runs nothing), each job one
+    /// `schedule_all` of one job, `Schedule::At(SystemTime::now())`.
+    fn insert_now(&self, store: &Store, n: usize, gap: Duration) {
+        let pool = executor();
+        let jobs = self.open(&pool, store, Config::default());
+        paced(n, gap, |i, since_us| {
+            jobs.schedule_all([DurableJob::new(
+                key(i),
+                "noop",
+                payload(i, since_us),
+                Schedule::At(SystemTime::now()),
+            )])
+            .expect("schedule_all");
+        });
+        drop(jobs);
     }
 
     fn recovers(&self) -> bool {

@@ -1,9 +1,10 @@
 //! The systems measured, each behind [`System`]: chronopool-durable
-//! (`chronopool.rs`) and apalis with its SQL storage (`apalis.rs`), each on
-//! SQLite and on PostgreSQL.
+//! (`chronopool.rs`), apalis with its SQL storage (`apalis.rs`) and River
+//! (`river.rs`), each on SQLite and on PostgreSQL.
 
 pub mod apalis;
 pub mod chronopool;
+pub mod river;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -59,7 +60,32 @@ impl Job {
     pub fn due_ms(&self) -> i64 {
         crate::slots::millis(self.due)
     }
+
+    /// What its payload carries for [`Slots::record`]: the due time in
+    /// whole milliseconds, as microseconds.
+    pub fn since_us(&self) -> i64 {
+        self.due_ms() * 1000
+    }
 }
+
+/// Runs `insert(i, t)` for `i` in `0..n`, the `i`-th at `gap * i` after
+/// the first (later if an insert is slower than `gap`), `t` the wall time
+/// in µs since the epoch just before the call: the immediate workload's
+/// inserts.
+pub fn paced(n: usize, gap: Duration, mut insert: impl FnMut(usize, i64)) {
+    let start = std::time::Instant::now();
+    for i in 0..n {
+        let at = start + gap * u32::try_from(i).expect("fewer than 2^32 jobs");
+        std::thread::sleep(at.saturating_duration_since(std::time::Instant::now()));
+        insert(i, crate::slots::now_us());
+    }
+}
+
+/// The pause between storing the burn-down's jobs and starting the
+/// workers, so that every due time has passed, even the whole-second due
+/// times apalis stores (its SQLite query runs a job once `run_at < now` in
+/// whole seconds).
+pub const BURNDOWN_PAUSE: Duration = Duration::from_millis(1100);
 
 /// The batches of a plan: `delays_ms.len()` jobs in batches of `batch`,
 /// each batch's jobs due `delay` after the moment that batch is handed to
@@ -103,6 +129,18 @@ pub struct Recovery {
     pub slots: Arc<Slots>,
 }
 
+/// What the burn-down workload measured.
+pub struct BurnDown {
+    /// Wall time of storing the jobs (no worker running).
+    pub insert: Duration,
+    /// From starting the workers to the last job's run.
+    pub elapsed: Duration,
+    /// Whether every job ran before the deadline.
+    pub complete: bool,
+    /// The runs (the lateness recorded is from each job's store).
+    pub slots: Arc<Slots>,
+}
+
 /// A system under measurement.
 pub trait System: Sync {
     /// Its name in the results.
@@ -131,6 +169,38 @@ pub trait System: Sync {
     /// while the system is open) and how long scheduling took.
     fn rss(&self, store: &Store, delays_ms: &[u64], batch: usize) -> (f64, Duration);
 
+    /// The burn-down workload (in this process): stores `jobs` jobs due
+    /// now, in batches of `batch` (one transaction each where the system
+    /// has them), with no worker running; waits [`BURNDOWN_PAUSE`]; then
+    /// starts the workers with the no-op handler and waits (at most
+    /// `patience`) until all ran. `None` where the system cannot.
+    fn burndown(
+        &self,
+        _store: &Store,
+        _jobs: usize,
+        _batch: usize,
+        _patience: Duration,
+    ) -> Option<BurnDown> {
+        None
+    }
+
+    /// The immediate workload's worker (in this process): opens `store`,
+    /// starts the workers with the no-op handler recording into `slots`
+    /// (the payload's time is when the job was handed to the system), runs
+    /// `during` (which has another process insert the jobs and waits for
+    /// their runs), then closes. False where the system cannot.
+    fn with_worker(&self, _store: &Store, _slots: &Arc<Slots>, _during: &mut dyn FnMut()) -> bool {
+        false
+    }
+
+    /// The immediate workload's other process: opens `store` with no
+    /// worker and inserts `n` jobs due now, one at a time, `gap` apart
+    /// ([`paced`]), each payload carrying its index and the wall time just
+    /// before its insert call.
+    fn insert_now(&self, _store: &Store, _n: usize, _gap: Duration) {
+        unimplemented!("{} has no immediate workload", self.name())
+    }
+
     /// Whether [`recovery_child`](Self::recovery_child) and
     /// [`recovery`](Self::recovery) are implemented.
     fn recovers(&self) -> bool {
@@ -157,5 +227,7 @@ pub fn all() -> Vec<Box<dyn System>> {
         Box::new(chronopool::ChronopoolDurable { postgres: true }),
         Box::new(apalis::Apalis { postgres: false }),
         Box::new(apalis::Apalis { postgres: true }),
+        Box::new(river::River { postgres: false }),
+        Box::new(river::River { postgres: true }),
     ]
 }
