@@ -258,9 +258,9 @@ impl System for ChronopoolDurable {
         config.lease = RECOVERY_LEASE;
         // What the kill left, in one query on chronopool-durable's table
         // (`job(key)` for each key would take long enough for the jobs
-        // left to fall due meanwhile). State 1 is running: claimed, under
-        // a lease.
-        let sql = "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = 1 THEN 1 ELSE 0 END), 0) \
+        // left to fall due meanwhile). A running job is claimed, under a
+        // lease.
+        let sql = "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0) \
                    FROM chronopool_jobs";
         let (remaining, in_flight): (i64, i64) = match store {
             Store::Sqlite(path) => rusqlite::Connection::open(path)
