@@ -2,11 +2,16 @@
 //! nothing to install), for one process or several on one machine.
 //!
 //! Each of a scheduler's loops has a connection of its own, and the API
-//! one more: the file is in WAL mode, so readers never block the writer,
-//! and a writer waits up to 5 s for another's lock (then the operation
-//! fails as transient, and the loop tries again). Commits are `synchronous
-//! = FULL`: a job whose `schedule` returned survives a power cut, not only
-//! a crash of the process.
+//! one more: the file is in WAL mode, so readers never block the writer.
+//! Writers of one file in one process take turns on a lock of this
+//! module's ([`writers_of`]), so that they never meet SQLite's own: its
+//! default busy handler sleeps up to 100 ms at a time, which put a second
+//! of lateness under jobs falling due while batches were scheduled. A
+//! writer of another process is waited for with short sleeps (20 µs
+//! doubling to 1 ms), up to 5 s (then the operation fails as transient, and
+//! the loop tries again). Commits are `synchronous = FULL`: a job whose
+//! `schedule` returned survives a power cut, not only a crash of the
+//! process.
 //!
 //! The file (and the `-wal` and `-shm` files SQLite makes beside it, which
 //! take its permissions) is created readable by its owner only: jobs'
@@ -19,8 +24,11 @@
 //! schedulers that open a new file at once, the first migrates and the
 //! others find it done.
 
+use std::cell::Cell;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, TransactionBehavior};
 
@@ -64,13 +72,15 @@ impl SqliteStore {
     /// and returns it with that first connection.
     pub(crate) fn open(path: &Path) -> Result<(SqliteStore, Box<dyn Conn>), StoreError> {
         create_private(path)?;
+        let writers = writers_of(path);
         let mut connection = connect(path)?;
-        migrate(&mut connection)?;
+        migrate(&mut connection, &writers)?;
         let store = SqliteStore {
             path: path.to_owned(),
         };
         let conn = SqliteConn {
             c: connection,
+            writers,
             data_version: None,
         };
         Ok((store, Box::new(conn)))
@@ -81,6 +91,7 @@ impl Store for SqliteStore {
     fn connect(&self, _role: Role<'_>) -> Result<Box<dyn Conn>, StoreError> {
         Ok(Box::new(SqliteConn {
             c: connect(&self.path)?,
+            writers: writers_of(&self.path),
             data_version: None,
         }))
     }
@@ -108,10 +119,51 @@ fn create_private(path: &Path) -> Result<(), StoreError> {
     }
 }
 
+/// The lock the writers of the file at `path` take turns on in this
+/// process (module doc).
+fn writers_of(path: &Path) -> Arc<Mutex<()>> {
+    static FILES: OnceLock<Mutex<HashMap<PathBuf, Weak<Mutex<()>>>>> = OnceLock::new();
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let mut files = FILES
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    files.retain(|_, w| w.strong_count() > 0);
+    if let Some(writers) = files.get(&path).and_then(Weak::upgrade) {
+        return writers;
+    }
+    let writers = Arc::new(Mutex::new(()));
+    files.insert(path, Arc::downgrade(&writers));
+    writers
+}
+
+/// SQLite's busy handler for a lock another process holds (module doc):
+/// short sleeps, for up to [`BUSY_TIMEOUT`].
+fn wait_for_lock(attempts: i32) -> bool {
+    thread_local! {
+        static SINCE: Cell<Option<Instant>> = const { Cell::new(None) };
+    }
+    let now = Instant::now();
+    let since = SINCE.with(|s| {
+        if attempts == 0 || s.get().is_none() {
+            s.set(Some(now));
+        }
+        s.get().unwrap_or(now)
+    });
+    if now.duration_since(since) >= BUSY_TIMEOUT {
+        return false;
+    }
+    let sleep = Duration::from_micros(20).saturating_mul(1 << attempts.clamp(0, 6));
+    std::thread::sleep(sleep.min(Duration::from_millis(1)));
+    true
+}
+
 /// A connection to the file, in WAL mode with full syncs.
 fn connect(path: &Path) -> Result<Connection, StoreError> {
     let connection = Connection::open(path).map_err(store_error)?;
-    connection.busy_timeout(BUSY_TIMEOUT).map_err(store_error)?;
+    connection
+        .busy_handler(Some(wait_for_lock))
+        .map_err(store_error)?;
     // Switching to WAL needs the file to itself for a moment: another
     // connection doing the same, or migrating, answers busy at once (the
     // busy handler is not asked), so it is tried again until the timeout.
@@ -139,7 +191,8 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 }
 
 /// Brings the schema to [`SCHEMA_VERSION`] (module doc).
-fn migrate(connection: &mut Connection) -> Result<(), StoreError> {
+fn migrate(connection: &mut Connection, writers: &Mutex<()>) -> Result<(), StoreError> {
+    let _turn = turn(writers);
     let tx = connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(store_error)?;
@@ -236,6 +289,8 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
 /// One connection to the file.
 struct SqliteConn {
     c: Connection,
+    /// Its process's writers of the file take turns on this (module doc).
+    writers: Arc<Mutex<()>>,
     /// `PRAGMA data_version` when [`Conn::changed`] last asked.
     data_version: Option<i64>,
 }
@@ -392,8 +447,14 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
     Ok(done)
 }
 
+/// This process's turn to write (module doc).
+fn turn(writers: &Mutex<()>) -> MutexGuard<'_, ()> {
+    writers.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Conn for SqliteConn {
     fn upsert(&mut self, jobs: &[NewJob]) -> Result<(), StoreError> {
+        let _turn = turn(&self.writers);
         let tx = self
             .c
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -509,6 +570,7 @@ impl Conn for SqliteConn {
     }
 
     fn exchange(&mut self, x: &Exchange<'_>) -> Result<Exchanged, StoreError> {
+        let _turn = turn(&self.writers);
         exchange(&mut self.c, x).map_err(store_error)
     }
 
@@ -535,6 +597,7 @@ impl Conn for SqliteConn {
     }
 
     fn delete(&mut self, key: &str) -> Result<bool, StoreError> {
+        let _turn = turn(&self.writers);
         self.c
             .execute("DELETE FROM chronopool_jobs WHERE key = ?1", params![key])
             .map(|n| n == 1)
@@ -542,6 +605,7 @@ impl Conn for SqliteConn {
     }
 
     fn revive(&mut self, key: &str, now: Micros) -> Result<bool, StoreError> {
+        let _turn = turn(&self.writers);
         let tx = self
             .c
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -560,6 +624,7 @@ impl Conn for SqliteConn {
     }
 
     fn clean(&mut self, done_before: Micros, dead_before: Micros) -> Result<u64, StoreError> {
+        let _turn = turn(&self.writers);
         self.c
             .prepare_cached(
                 "DELETE FROM chronopool_jobs

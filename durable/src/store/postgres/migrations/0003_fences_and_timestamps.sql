@@ -32,6 +32,9 @@ ALTER TABLE chronopool_jobs
 UPDATE chronopool_jobs
     SET recurrence = 'every ' || (substr(recurrence, 7)::bigint * 1000) || 'us'
     WHERE recurrence LIKE 'every %';
+-- Only running rows have a lease: a schedule does not touch this index.
+DROP INDEX chronopool_jobs_lease;
+CREATE INDEX chronopool_jobs_lease ON chronopool_jobs (lease_until) WHERE state = 'running';
 CREATE SEQUENCE chronopool_jobs_seq;
 ALTER TABLE chronopool_jobs
     ADD COLUMN seq BIGINT NOT NULL DEFAULT nextval('chronopool_jobs_seq');

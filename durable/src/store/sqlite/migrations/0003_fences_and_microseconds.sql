@@ -47,7 +47,8 @@ UPDATE chronopool_jobs_v3 SET seq = rowid;
 DROP TABLE chronopool_jobs;
 ALTER TABLE chronopool_jobs_v3 RENAME TO chronopool_jobs;
 CREATE INDEX chronopool_jobs_due ON chronopool_jobs (state, next_fire);
-CREATE INDEX chronopool_jobs_lease ON chronopool_jobs (state, lease_until);
+-- Only running rows have a lease: a schedule does not touch this index.
+CREATE INDEX chronopool_jobs_lease ON chronopool_jobs (lease_until) WHERE state = 'running';
 CREATE INDEX chronopool_jobs_by_seq ON chronopool_jobs (seq);
 -- The last sequence number drawn (never drawn again, whatever is deleted).
 CREATE TABLE chronopool_seq (value INTEGER NOT NULL);
