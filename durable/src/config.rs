@@ -159,6 +159,16 @@ impl Config {
                 "must not be zero: no job would run",
             ));
         }
+        if self
+            .name
+            .as_deref()
+            .is_some_and(|n| n.contains('\0') || n.len() > 1024)
+        {
+            return Err(DurableError::config(
+                "name",
+                "a NUL byte, or more than 1,024 bytes: PostgreSQL could not store it",
+            ));
+        }
         Ok(())
     }
 }
@@ -181,7 +191,8 @@ mod tests {
     #[test]
     fn every_setting_that_cannot_work_is_named() {
         assert_eq!(field_of(&Config::default()), None);
-        let cases: [Case; 11] = [
+        let cases: [Case; 12] = [
+            ("name", |c| c.name = Some("a\0b".into())),
             ("batch", |c| c.batch = 0),
             ("batch", |c| c.batch = usize::MAX),
             ("lease", |c| c.lease = Duration::ZERO),

@@ -177,11 +177,13 @@ impl Recurrence {
         })
     }
 
-    /// The first occurrence strictly after `t`; `None` for a one-shot job
-    /// (or a cron expression with no later time before the year 10000). A
-    /// period past the last storable time saturates there.
+    /// The first occurrence strictly after `t`; `None` for a one-shot job,
+    /// and for a job whose next occurrence would fall after the last time a
+    /// store holds (a period from `t` saturates there, and an occurrence
+    /// at the very last time has none after it: so a job never runs again
+    /// and again at the end of time).
     pub(crate) fn next_after(&self, t: Micros) -> Result<Option<Micros>, DurableError> {
-        Ok(match self {
+        let next = match self {
             Recurrence::Once => None,
             Recurrence::Every(period) => Some(time::add(t, *period)),
             Recurrence::Cron {
@@ -190,7 +192,8 @@ impl Recurrence {
             } => Recurrence::cron(expression, time_zone)?
                 .next_after(time::system_time(t))
                 .map(time::micros_saturating),
-        })
+        };
+        Ok(next.filter(|&next| next > t))
     }
 
     /// The fire time after a run that was due at `due` and ran at `now`
@@ -340,6 +343,11 @@ mod tests {
             .first(now)
             .unwrap();
         assert_eq!(r.next_after(first).unwrap(), Some(time::LATEST));
+        assert_eq!(
+            r.next_after(time::LATEST).unwrap(),
+            None,
+            "no occurrence after the last"
+        );
         // Dates before 1970 are times like any other.
         let (_, first) = Schedule::After(Duration::from_secs(3600))
             .first(-10 * S)

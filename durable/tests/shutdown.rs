@@ -10,7 +10,7 @@ mod stores;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chronopool_durable::{Config, JobState, Schedule};
+use chronopool_durable::{Config, Job, JobState, Schedule};
 use stores::{eventually, pool, real_config, Store, BOTH};
 
 /// The default lease (60 s): a job left claimed would wait that long.
@@ -141,15 +141,11 @@ fn runs_dropped_unrun_give_their_claims_back() {
             Ok(())
         });
         jobs.start().unwrap();
-        for n in 0..5 {
-            jobs.schedule(
-                &format!("j{n}"),
-                "work",
-                b"",
-                Schedule::After(Duration::ZERO),
-            )
+        // All five due at one instant: their placements (tasks on the one
+        // worker) all run before the first run does.
+        let at = std::time::SystemTime::now() + Duration::from_millis(300);
+        jobs.schedule_all((0..5).map(|n| Job::new(format!("j{n}"), "work", "", Schedule::At(at))))
             .unwrap();
-        }
         let first = started.recv_timeout(Duration::from_secs(30)).unwrap();
         eventually("all five claimed", || jobs.metrics().claimed == 5);
         // Four runs wait for the one worker (and the poll task waits for

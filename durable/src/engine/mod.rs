@@ -41,7 +41,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use chronopool::{Busy, PeriodicHandle, ScheduledExecutor, WeakExecutor};
 
@@ -76,6 +76,9 @@ pub(crate) enum ToRuns {
     /// A placement fell due: claim its job.
     Fire {
         key: String,
+        /// The handler it was placed for: a job given to another handler
+        /// meanwhile is not claimed by this placement.
+        name: String,
         fire: Micros,
         /// It is a run whose lease ended, to take over.
         expired: bool,
@@ -122,16 +125,6 @@ impl std::fmt::Debug for Shared {
 pub(crate) struct Engine {
     poller: PeriodicHandle,
     threads: Threads,
-}
-
-/// The loops' threads.
-struct Threads {
-    poll_thread: std::thread::JoinHandle<()>,
-    runs_thread: std::thread::JoinHandle<()>,
-    /// Disconnected once the run loop has ended.
-    runs_done: mpsc::Receiver<()>,
-    /// The listener, on a store that notifies, and its stop.
-    listener: Option<(std::thread::JoinHandle<()>, Arc<AtomicBool>)>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -214,15 +207,16 @@ impl Shared {
         let window = time::duration_micros_saturating(self.config.window);
         let near = fire <= time::add(now, window);
         if near && self.started.load(Ordering::SeqCst) && self.handler(name).is_some() {
-            self.placements.place(self, key, fire, false);
+            self.placements.place(self, key, name, fire, false);
         }
     }
 
     /// A placement fell due (on a worker): hand it to the run loop.
-    fn fired(&self, key: String, fire: Micros, expired: bool) {
+    fn fired(&self, key: String, name: String, fire: Micros, expired: bool) {
         let busy = self.busy();
         let _ = self.runs.send(ToRuns::Fire {
             key,
+            name,
             fire,
             expired,
             busy,
@@ -260,58 +254,38 @@ pub(crate) fn start(
     channels: Channels,
 ) -> Result<Engine, DurableError> {
     let executor = shared.executor()?;
-    let spawn = |name: &str, body: Box<dyn FnOnce() + Send>| {
-        std::thread::Builder::new()
-            .name(name.into())
-            .spawn(body)
-            .map_err(|e| DurableError::Executor(format!("the {name} thread: {e}")))
-    };
     let workers = executor.metrics().worker_threads;
-    let (done, runs_done) = mpsc::channel();
+    let mut threads = Threads::default();
     let runs_loop = runs::RunLoop::new(
         Arc::clone(shared),
         Arc::clone(&store),
         channels.runs_rx,
         workers,
-        done,
     );
-    let runs_thread = spawn("chronopool-durable-runs", Box::new(move || runs_loop.run()))?;
-    let (store_notifies, listen_store) = (store.notifies(), Arc::clone(&store));
-    let poll_loop = poll::PollLoop::new(Arc::clone(shared), store, channels.polls_rx);
-    let poll_thread = match spawn("chronopool-durable-poll", Box::new(move || poll_loop.run())) {
-        Ok(thread) => thread,
-        Err(e) => {
-            let _ = shared.runs.send(ToRuns::Stop);
-            let _ = runs_thread.join();
-            return Err(e);
-        }
-    };
-    let listener = if store_notifies {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (listening, flag) = (Arc::clone(shared), Arc::clone(&stop));
-        let body = Box::new(move || listen::listen(listening, listen_store, flag));
-        match spawn("chronopool-durable-listen", body) {
-            Ok(thread) => Some((thread, stop)),
-            Err(e) => {
-                Threads {
-                    poll_thread,
-                    runs_thread,
-                    runs_done,
-                    listener: None,
-                }
-                .stop(shared, None);
-                return Err(e);
+    let started = Thread::spawn("chronopool-durable-runs", move || runs_loop.run())
+        .map(|t| threads.runs = Some(t))
+        .and_then(|()| {
+            let poll_loop =
+                poll::PollLoop::new(Arc::clone(shared), Arc::clone(&store), channels.polls_rx);
+            Thread::spawn("chronopool-durable-poll", move || poll_loop.run())
+        })
+        .map(|t| threads.poll = Some(t))
+        .and_then(|()| {
+            if !store.notifies() {
+                return Ok(());
             }
-        }
-    } else {
-        None
-    };
-    let threads = Threads {
-        poll_thread,
-        runs_thread,
-        runs_done,
-        listener,
-    };
+            let stop = Arc::new(AtomicBool::new(false));
+            let (listening, flag) = (Arc::clone(shared), Arc::clone(&stop));
+            let thread = Thread::spawn("chronopool-durable-listen", move || {
+                listen::listen(listening, store, flag)
+            })?;
+            threads.listener = Some((thread, stop));
+            Ok(())
+        });
+    if let Err(e) = started {
+        threads.stop(shared, None);
+        return Err(e);
+    }
     shared.started.store(true, Ordering::SeqCst);
     let weak = Arc::downgrade(shared);
     let poller = executor
@@ -338,10 +312,10 @@ pub(crate) fn start(
 
 impl Engine {
     /// Stops placing and claiming: cancels the poll task and the
-    /// placements, and tells both loops to stop. The poll loop is joined;
-    /// the run loop ends by itself once the runs in progress have their
-    /// outcomes stored, and is joined if that happens within `wait`
-    /// (else it is left to end on its own). True if it ended.
+    /// placements, and tells the loops to stop. Waits up to `wait` for
+    /// them to end (the run loop ends once the runs in progress have their
+    /// outcomes stored); those that have not are left to end on their own.
+    /// True if every loop ended.
     pub(crate) fn stop(self, shared: &Shared, wait: Duration) -> bool {
         self.poller.cancel();
         shared.started.store(false, Ordering::SeqCst);
@@ -350,37 +324,77 @@ impl Engine {
     }
 }
 
+/// A loop's thread, and a channel that disconnects when the loop ends (so
+/// that a stop can wait for it with a bound).
+struct Thread {
+    handle: std::thread::JoinHandle<()>,
+    ended: mpsc::Receiver<()>,
+}
+
+impl Thread {
+    fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<Thread, DurableError> {
+        let (alive, ended) = mpsc::channel::<()>();
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                let _alive = alive;
+                body();
+            })
+            .map_err(|e| DurableError::Executor(format!("the {name} thread: {e}")))?;
+        Ok(Thread { handle, ended })
+    }
+
+    /// Joins the thread if it ends by `deadline` (`None`: whenever it
+    /// ends); true if it did. The calling thread itself is never waited
+    /// for.
+    fn join_by(self, deadline: Option<Instant>) -> bool {
+        if self.handle.thread().id() == std::thread::current().id() {
+            return false;
+        }
+        let ended = match deadline {
+            Some(at) => matches!(
+                self.ended
+                    .recv_timeout(at.saturating_duration_since(Instant::now())),
+                Err(mpsc::RecvTimeoutError::Disconnected)
+            ),
+            None => self.ended.recv().is_err(),
+        };
+        if ended {
+            let _ = self.handle.join();
+        }
+        ended
+    }
+}
+
+/// The loops' threads.
+#[derive(Default)]
+struct Threads {
+    runs: Option<Thread>,
+    poll: Option<Thread>,
+    /// The listener, on a store that notifies, and its stop.
+    listener: Option<(Thread, Arc<AtomicBool>)>,
+}
+
 impl Threads {
-    /// Stops the loops; joins the poll loop, and the run loop if it ends
-    /// within `wait` (`None`: however long it takes). A loop's own thread
-    /// (a handler that drops the scheduler runs on a worker, never on
-    /// them; but a hook might) is not joined.
+    /// Tells the loops to stop, and waits up to `wait` (`None`: however
+    /// long it takes) for them to end. A loop waiting on a store that does
+    /// not answer (a server frozen, a network cut) may take longer; it is
+    /// left to end on its own. True if every loop ended.
     fn stop(self, shared: &Shared, wait: Option<Duration>) -> bool {
         let _ = shared.polls.send(ToPoll::Stop);
         let _ = shared.runs.send(ToRuns::Stop);
-        let me = std::thread::current().id();
-        if let Some((listener, stop)) = self.listener {
+        if let Some((_, stop)) = &self.listener {
             stop.store(true, Ordering::Release);
-            if listener.thread().id() != me {
-                let _ = listener.join();
-            }
         }
-        if self.poll_thread.thread().id() != me {
-            let _ = self.poll_thread.join();
+        let deadline = wait.map(|w| Instant::now() + w);
+        let mut all = true;
+        for thread in [self.listener.map(|(t, _)| t), self.poll, self.runs]
+            .into_iter()
+            .flatten()
+        {
+            // Each is waited for, whether or not the one before ended.
+            all &= thread.join_by(deadline);
         }
-        if self.runs_thread.thread().id() == me {
-            return false;
-        }
-        let ended = match wait {
-            Some(wait) => self
-                .runs_done
-                .recv_timeout(wait)
-                .is_err_and(|e| matches!(e, mpsc::RecvTimeoutError::Disconnected)),
-            None => self.runs_done.recv().is_err(),
-        };
-        if ended {
-            let _ = self.runs_thread.join();
-        }
-        ended
+        all
     }
 }

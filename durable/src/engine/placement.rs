@@ -50,10 +50,17 @@ impl Placements {
         self.placed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Places the job `key` in the executor's timer at `fire`, unless it is
-    /// placed for that time already. `expired`: it is a run whose lease
-    /// ends then, to take over.
-    pub(crate) fn place(&self, shared: &Arc<Shared>, key: &str, fire: Micros, expired: bool) {
+    /// Places the job `key` of the handler `name` in the executor's timer
+    /// at `fire`, unless it is placed for that time already. `expired`: it
+    /// is a run whose lease ends then, to take over.
+    pub(crate) fn place(
+        &self,
+        shared: &Arc<Shared>,
+        key: &str,
+        name: &str,
+        fire: Micros,
+        expired: bool,
+    ) {
         let old = {
             let mut placed = self.placed();
             if placed.get(key).is_some_and(|p| p.fire == fire) {
@@ -69,11 +76,11 @@ impl Placements {
             return;
         };
         shared.counters.placed(key, fire);
-        let (weak, owned_key) = (Arc::downgrade(shared), key.to_owned());
+        let (weak, owned_key, name) = (Arc::downgrade(shared), key.to_owned(), name.to_owned());
         let task = executor.schedule_at_system_time(
             move || {
                 if let Some(shared) = weak.upgrade() {
-                    shared.fired(owned_key, fire, expired);
+                    shared.fired(owned_key, name, fire, expired);
                 }
             },
             time::system_time(fire),

@@ -27,16 +27,17 @@
 //! full polls stay the source of truth: a notification lost, or a
 //! schedule seen out of order, costs latency, never a job.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chronopool::{Busy, PanicPayload};
 
 use super::{Shared, ToPoll};
 use crate::error::StoreError;
-use crate::store::{Conn, DueQuery, Role, Store};
+use crate::store::{Conn, DueQuery, Role, Store, REAP_CONFIRM};
 use crate::time;
 
 /// How often a SQLite poll loop that waits looks whether another
@@ -54,6 +55,11 @@ pub(crate) struct PollLoop {
     /// The highest sequence number of a schedule the polls have seen
     /// (`None` until a full poll succeeded).
     seen: Option<i64>,
+    /// Owners (lock keys) found without their session lock, each with
+    /// when it was first found so; a poll at least `store::REAP_CONFIRM`
+    /// later that finds it still so ends its leases.
+    suspects: HashMap<i64, Instant>,
+    recheck_at: Option<Instant>,
 }
 
 /// What one wake-up of the loop asks for.
@@ -74,13 +80,15 @@ impl PollLoop {
             conn: None,
             failures: 0,
             seen: None,
+            suspects: HashMap::new(),
+            recheck_at: None,
         }
     }
 
     pub(crate) fn run(mut self) {
         let watch = !self.store.notifies();
         loop {
-            let wait = if self.failures > 0 {
+            let mut wait = if self.failures > 0 {
                 Duration::from_millis(100)
                     .saturating_mul(1 << self.failures.min(16))
                     .min(self.shared.config.poll_interval)
@@ -89,13 +97,18 @@ impl PollLoop {
             } else {
                 Duration::MAX
             };
+            if let Some(at) = self.recheck_at {
+                wait = wait.min(at.saturating_duration_since(Instant::now()));
+            }
             let mut asked = Asked::default();
             match self.rx.recv_timeout(wait) {
                 Ok(ToPoll::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                 Ok(message) => asked.add(message),
-                // A failed poll is tried again; a SQLite file is looked at.
+                // A failed poll is tried again, owners without their lock
+                // looked at again; a SQLite file is looked at.
                 Err(RecvTimeoutError::Timeout) => {
-                    asked.full = self.failures > 0;
+                    let recheck = self.recheck_at.is_some_and(|at| Instant::now() >= at);
+                    asked.full = self.failures > 0 || recheck;
                     asked.fresh = !asked.full && self.changed();
                 }
             }
@@ -150,9 +163,26 @@ impl PollLoop {
         let config = &shared.config;
         let now = shared.now_micros();
         let names = shared.handler_names();
-        let conn = self.conn()?;
-        let reaped = conn.reap(now, config.lease)?;
+        let confirmed: Vec<i64> = self
+            .suspects
+            .iter()
+            .filter(|(_, since)| since.elapsed() >= REAP_CONFIRM)
+            .map(|(&lock, _)| lock)
+            .collect();
+        let (reaped, missing) = self.conn()?.reap(now, config.lease, &confirmed)?;
         shared.counters.reaped(reaped);
+        let looked = Instant::now();
+        let before = std::mem::take(&mut self.suspects);
+        self.suspects = missing
+            .into_iter()
+            .map(|lock| (lock, before.get(&lock).copied().unwrap_or(looked)))
+            .collect();
+        self.recheck_at = self
+            .suspects
+            .values()
+            .min()
+            .map(|&since| since + REAP_CONFIRM);
+        let conn = self.conn()?;
         // Read first: what is scheduled during the poll is fresh.
         let seen = conn.last_seq()?;
         let window = time::duration_micros_saturating(config.window);
@@ -162,16 +192,17 @@ impl PollLoop {
             names: &names,
             limit: config.batch,
             unhandled_before: now.saturating_sub(wait),
+            owner: &shared.owner.id,
+            now,
         })?;
         let handled = due.iter().filter(|d| names.contains(&d.name)).count();
         if handled >= config.batch {
             shared.placements.want_follow_up();
         }
         for d in due {
-            if d.expired && d.owner.as_deref() == Some(&shared.owner.id) && d.fire > now {
-                continue; // a live run of ours: its lease is renewed
-            }
-            shared.placements.place(&shared, &d.key, d.fire, d.expired);
+            shared
+                .placements
+                .place(&shared, &d.key, &d.name, d.fire, d.expired);
         }
         let done_before = now.saturating_sub(time::duration_micros_saturating(config.keep_done));
         let dead_before = now.saturating_sub(time::duration_micros_saturating(config.keep_dead));
@@ -198,7 +229,9 @@ impl PollLoop {
             let (due, last) = self.conn()?.fresh(seen, until, &names, config.batch)?;
             let full = due.len() >= config.batch;
             for d in due {
-                shared.placements.place(&shared, &d.key, d.fire, false);
+                shared
+                    .placements
+                    .place(&shared, &d.key, &d.name, d.fire, false);
             }
             seen = last;
             self.seen = Some(seen);

@@ -121,7 +121,7 @@ fn skip(shared: &Shared, row: &Row, now: Micros) -> Finish {
             keep: !shared.config.keep_done.is_zero(),
         },
         Err(e) => Finish::Dead {
-            error: e.to_string(),
+            error: stored_error(&e.to_string()),
             at: now,
         },
     }
@@ -141,7 +141,7 @@ fn finish_of(shared: &Shared, row: &Row, outcome: Result<(), JobError>) -> Finis
                     keep: !shared.config.keep_done.is_zero(),
                 },
                 Err(e) => Finish::Dead {
-                    error: e.to_string(),
+                    error: stored_error(&e.to_string()),
                     at: now,
                 },
             };
@@ -151,12 +151,30 @@ fn finish_of(shared: &Shared, row: &Row, outcome: Result<(), JobError>) -> Finis
     failed(shared, row, now, error)
 }
 
+/// The most bytes of a failure's message that are stored.
+const MAX_ERROR: usize = 16 * 1024;
+
+/// A failure's message as stored: a NUL byte (which PostgreSQL's `text`
+/// cannot hold) as U+FFFD, and at most [`MAX_ERROR`] bytes, so that no
+/// handler's message can keep an outcome from being stored.
+fn stored_error(message: &str) -> String {
+    let mut end = message.len().min(MAX_ERROR);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut stored = message[..end].replace('\0', "\u{FFFD}");
+    if end < message.len() {
+        stored.push('…');
+    }
+    stored
+}
+
 /// The finish of a failed attempt: a retry after the back-off, or dead
 /// (permanent, or the last attempt).
 fn failed(shared: &Shared, row: &Row, now: Micros, error: JobError) -> Finish {
     if error.is_permanent() || row.attempt >= shared.config.max_attempts {
         return Finish::Dead {
-            error: error.message().to_owned(),
+            error: stored_error(error.message()),
             at: now,
         };
     }
@@ -168,7 +186,7 @@ fn failed(shared: &Shared, row: &Row, now: Micros, error: JobError) -> Finish {
         .delay_after(u64::from(row.attempt));
     Finish::Retry {
         next_fire: time::add(now, time::duration_micros_saturating(delay)),
-        error: error.message().to_owned(),
+        error: stored_error(error.message()),
         uncount: false,
     }
 }
@@ -193,9 +211,23 @@ pub(crate) fn unrunnable(shared: &Shared, row: &Row, now: Micros) -> Option<Fini
         let wait = time::duration_micros_saturating(shared.config.unhandled_wait);
         return Some(Finish::Retry {
             next_fire: time::add(now, wait),
-            error: format!("no handler is registered for {:?} here", row.name),
+            error: stored_error(&format!("no handler is registered for {:?} here", row.name)),
             uncount: true,
         });
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_error_has_no_nul_and_a_bounded_length() {
+        assert_eq!(stored_error("a\0b"), "a\u{FFFD}b");
+        let long = "é".repeat(MAX_ERROR);
+        let stored = stored_error(&long);
+        assert!(stored.len() <= MAX_ERROR + '…'.len_utf8());
+        assert!(stored.ends_with('…'));
+    }
 }

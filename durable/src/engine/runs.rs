@@ -31,13 +31,17 @@
 //! waiting (first: they free run slots and rows), the claims that fit, and
 //! the renewals if they are due. A failed exchange is sent again after a
 //! back-off (10 ms, doubling, at most 1 s), all of it if the failure is
-//! transient; otherwise its claims are dropped (a later poll places those
-//! jobs again) and, after three such failures in a row, its ends too
-//! (their leases end, and the jobs run again).
+//! transient. Otherwise its claims are dropped (a later poll places those
+//! jobs again), and the loop finds out what the store refuses: renewals
+//! alone first; if they are stored, the store works, and the ends go one
+//! by one; an end refused alone three times while the rest is stored is
+//! dropped (its lease ends, and the job runs again). An end is never
+//! dropped because the store as a whole fails (a file made read-only, a
+//! disk full, a server away): it waits as long as that lasts.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,19 +52,21 @@ use super::{Ended, Shared, ToRuns};
 use crate::error::StoreError;
 use crate::metrics::Outcome;
 use crate::store::{
-    Claim, Conn, Exchange, Exchanged, Fence, Finish, Role, Row, Store, BATCH_LIMIT,
+    Claim, Conn, Exchange, Exchanged, Fence, Finish, Role, Row, Store, BATCH_LIMIT, KEEP_ALIVE,
 };
 use crate::time::{self, Micros};
 
 /// How far ahead of free run slots the loop claims (module doc).
 pub(crate) const CLAIM_AHEAD: Duration = Duration::from_millis(20);
 
-/// Permanent store failures in a row after which the ends are dropped.
+/// Times an outcome is refused alone, while the store takes everything
+/// else, before it is dropped (its lease ends; the job runs again).
 const GIVE_UP_AFTER: u32 = 3;
 
 /// A placement that fell due.
 struct Fire {
     key: String,
+    name: String,
     fire: Micros,
     expired: bool,
     busy: Option<Busy>,
@@ -73,6 +79,17 @@ struct End {
     finish: Finish,
     skipped: bool,
     busy: Option<Busy>,
+}
+
+/// How a turn is made up (see `RunLoop::turn`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Everything waiting.
+    Normal,
+    /// After a failure the store called permanent: renewals alone.
+    Probe,
+    /// The store works: the ends one by one, `fails` times refused so far.
+    Isolate { fails: u32 },
 }
 
 /// A run held: claimed, its outcome not stored yet.
@@ -99,9 +116,10 @@ pub(crate) struct RunLoop {
     /// The next run number (fences are this owner's id and a number).
     next_run: i64,
     renew_at: Instant,
-    /// Failed exchanges in a row, and how many of them were permanent.
+    /// Failed exchanges in a row.
     failures: u32,
-    permanent_failures: u32,
+    /// How turns are made up (see `turn`).
+    mode: Mode,
     retry_at: Option<Instant>,
     /// The first of the failed exchanges in a row.
     failing_since: Option<Instant>,
@@ -109,8 +127,9 @@ pub(crate) struct RunLoop {
     stopping: bool,
     /// How long handlers take (an average that favours the recent), ns.
     run_time: Option<f64>,
-    /// Dropped when the loop ends: the scheduler's `shutdown` waits for it.
-    _done: Sender<()>,
+    /// On a store with session locks: when to check the session next,
+    /// while runs are held (`store::KEEP_ALIVE`).
+    keep_alive_at: Option<Instant>,
 }
 
 impl RunLoop {
@@ -119,7 +138,6 @@ impl RunLoop {
         store: Arc<dyn Store>,
         rx: Receiver<ToRuns>,
         workers: usize,
-        done: Sender<()>,
     ) -> Self {
         let renew_at = Instant::now() + shared.config.lease / 3;
         RunLoop {
@@ -135,12 +153,12 @@ impl RunLoop {
             next_run: 1,
             renew_at,
             failures: 0,
-            permanent_failures: 0,
+            mode: Mode::Normal,
             retry_at: None,
             failing_since: None,
             stopping: false,
             run_time: None,
-            _done: done,
+            keep_alive_at: None,
         }
     }
 
@@ -152,6 +170,7 @@ impl RunLoop {
                 return;
             }
             self.receive();
+            self.keep_alive();
             if self.retry_at.is_some_and(|t| Instant::now() < t) {
                 continue;
             }
@@ -219,7 +238,30 @@ impl RunLoop {
 
     fn next_deadline(&self) -> Option<Instant> {
         let renew = (!self.held.is_empty()).then_some(self.renew_at);
-        [renew, self.retry_at].into_iter().flatten().min()
+        let alive = self.keep_alive_at.filter(|_| !self.held.is_empty());
+        [renew, self.retry_at, alive].into_iter().flatten().min()
+    }
+
+    /// On a store with session locks, while runs are held: makes sure the
+    /// session is alive every `KEEP_ALIVE`, so that a broken connection is
+    /// opened again (and the lock taken again) before other schedulers
+    /// take this one for dead. A failure is left to the next time.
+    fn keep_alive(&mut self) {
+        if self.held.is_empty() || !self.store.session_locks() {
+            self.keep_alive_at = None;
+            return;
+        }
+        let now = Instant::now();
+        match self.keep_alive_at {
+            Some(at) if now < at => {}
+            Some(_) => {
+                if let Some(conn) = &mut self.conn {
+                    let _ = conn.keep_alive();
+                }
+                self.keep_alive_at = Some(now + KEEP_ALIVE);
+            }
+            None => self.keep_alive_at = Some(now + KEEP_ALIVE),
+        }
     }
 
     fn renewal_due(&self) -> bool {
@@ -230,18 +272,20 @@ impl RunLoop {
         match message {
             ToRuns::Fire {
                 key,
+                name,
                 fire,
                 expired,
                 busy,
             } => {
                 let fire = Fire {
                     key,
+                    name,
                     fire,
                     expired,
                     busy,
                 };
                 if self.stopping || !self.executor_runs() {
-                    self.dealt_with(fire);
+                    self.drop_fire(fire);
                 } else {
                     self.fires.push_back(fire);
                 }
@@ -250,7 +294,7 @@ impl RunLoop {
             ToRuns::Stop => {
                 self.stopping = true;
                 for fire in std::mem::take(&mut self.fires) {
-                    self.dealt_with(fire);
+                    self.drop_fire(fire);
                 }
             }
         }
@@ -316,40 +360,61 @@ impl RunLoop {
             }
             None => 0,
         };
-        (slots + ahead).saturating_sub(self.running)
+        slots.saturating_add(ahead).saturating_sub(self.running)
     }
 
-    /// A fire was claimed, found not due, or dropped: it leaves the
-    /// placements (and may start the poll's follow-up).
-    fn dealt_with(&self, fire: Fire) {
+    /// A fire is claimed now, or dropped: it leaves the placements (and
+    /// may start the poll's follow-up). From here on, a job scheduled
+    /// again for the same time is placed again (so a schedule that lands
+    /// while its old placement is being claimed is not lost).
+    fn unplace(&self, fire: &Fire) {
         if self.shared.placements.unplace(&fire.key, fire.fire) {
             self.shared.poll_now();
         }
+    }
+
+    /// A fire dropped unclaimed.
+    fn drop_fire(&self, fire: Fire) {
+        self.unplace(&fire);
         drop(fire.busy);
     }
 
-    /// One exchange with the store (module doc).
+    /// One exchange with the store (module doc): in normal turns, the
+    /// ends, claims and renewals waiting; after a failure the store called
+    /// permanent, first renewals alone (does the store work at all?), then
+    /// the ends one by one (is one of them what it refuses?).
     fn turn(&mut self) {
         let now = self.shared.now_micros();
-        let take = self.ends.len().min(BATCH_LIMIT);
+        let take = match self.mode {
+            Mode::Normal => self.ends.len().min(BATCH_LIMIT),
+            Mode::Probe => 0,
+            Mode::Isolate { .. } => self.ends.len().min(1),
+        };
         let ends: Vec<End> = self.ends.drain(..take).collect();
         let mut claiming: Vec<Fire> = Vec::new();
         let mut keys: Vec<String> = Vec::new();
+        let mut names: Vec<String> = Vec::new();
         let mut seen = HashSet::new();
-        let want = self.claimable().min(BATCH_LIMIT);
+        let want = match self.mode {
+            Mode::Normal => self.claimable().min(BATCH_LIMIT),
+            Mode::Probe | Mode::Isolate { .. } => 0,
+        };
         while keys.len() < want {
             let Some(fire) = self.fires.pop_front() else {
                 break;
             };
             if seen.insert(fire.key.clone()) {
+                self.unplace(&fire);
                 keys.push(fire.key.clone());
+                names.push(fire.name.clone());
                 claiming.push(fire);
             } else {
                 // The same job placed twice: one claim is enough.
-                self.dealt_with(fire);
+                self.drop_fire(fire);
             }
         }
-        let renewing: Vec<Fence> = if self.renewal_due() {
+        let renew_now = self.renewal_due() || self.mode == Mode::Probe;
+        let renewing: Vec<Fence> = if renew_now {
             self.held
                 .iter()
                 .filter(|(_, h)| h.renew)
@@ -362,6 +427,8 @@ impl RunLoop {
             if self.renewal_due() {
                 self.renew_at = Instant::now() + self.shared.config.lease / 3;
             }
+            // Nothing to probe with, or nothing left to isolate.
+            self.mode = Mode::Normal;
             return;
         }
         let lease_until = time::add(
@@ -379,6 +446,7 @@ impl RunLoop {
             ends: &pairs,
             claim: (!keys.is_empty()).then_some(Claim {
                 keys: &keys,
+                names: &names,
                 run,
                 now,
                 lease_until,
@@ -395,9 +463,14 @@ impl RunLoop {
                     self.next_run += 1;
                 }
                 self.failures = 0;
-                self.permanent_failures = 0;
                 self.retry_at = None;
                 self.failing_since = None;
+                self.mode = match self.mode {
+                    // The store works: one of the ends may be what it refuses.
+                    Mode::Probe => Mode::Isolate { fails: 0 },
+                    Mode::Isolate { .. } if !self.ends.is_empty() => Mode::Isolate { fails: 0 },
+                    _ => Mode::Normal,
+                };
                 if !renewing.is_empty() {
                     self.renew_at = Instant::now() + self.shared.config.lease / 3;
                 }
@@ -414,36 +487,47 @@ impl RunLoop {
         Ok(self.conn.as_mut().expect("connected above"))
     }
 
-    /// An exchange failed: what is sent again, and when (module doc).
+    /// An exchange failed: what is sent again, and when (module doc). No
+    /// outcome is dropped because the store failed: only one that the
+    /// store refuses alone, again and again, while it takes everything
+    /// else.
     fn failed(&mut self, e: &StoreError, ends: Vec<End>, claiming: Vec<Fire>) {
         self.shared
             .counters
             .store_error("claim, finish and renew", e);
         self.failures += 1;
+        self.failing_since.get_or_insert_with(Instant::now);
         let delay = Duration::from_millis(10)
             .saturating_mul(1 << self.failures.min(7))
             .min(Duration::from_secs(1));
         self.retry_at = Some(Instant::now() + delay);
         if e.is_transient() {
-            self.permanent_failures = 0;
             for fire in claiming.into_iter().rev() {
                 self.fires.push_front(fire);
             }
         } else {
-            self.permanent_failures += 1;
+            // A poll places these jobs again.
             for fire in claiming {
-                self.dealt_with(fire);
+                drop(fire.busy);
             }
-            if self.permanent_failures >= GIVE_UP_AFTER {
-                for end in ends {
-                    self.held.remove(&end.fence);
-                    let error = format!("its outcome could not be stored: {e}");
-                    self.shared
-                        .counters
-                        .ended(&end.fence.key, Outcome::Lost, Some(&error));
+            self.mode = match self.mode {
+                Mode::Isolate { fails } if ends.len() == 1 => {
+                    if fails + 1 >= GIVE_UP_AFTER {
+                        // The store takes the rest, not this one.
+                        for end in ends {
+                            self.held.remove(&end.fence);
+                            let error = format!("the store refuses its outcome: {e}");
+                            self.shared
+                                .counters
+                                .ended(&end.fence.key, Outcome::Lost, Some(&error));
+                        }
+                        return;
+                    }
+                    Mode::Isolate { fails: fails + 1 }
                 }
-                return;
-            }
+                Mode::Isolate { fails } => Mode::Isolate { fails },
+                Mode::Normal | Mode::Probe => Mode::Probe,
+            };
         }
         for end in ends.into_iter().rev() {
             self.ends.push_front(end);
@@ -474,9 +558,8 @@ impl RunLoop {
             let taken_over = expired.contains(row.key.as_str());
             self.start(row, taken_over, now, run);
         }
-        for fire in claiming {
-            self.dealt_with(fire);
-        }
+        // Claimed and handed over, or not due: a manual clock may move on.
+        drop(claiming);
         let mut renewed = 0;
         for (fence, held) in renewing.iter().zip(done.renewed) {
             if held {

@@ -29,12 +29,26 @@ fn names(n: &[&str]) -> Vec<String> {
 }
 
 fn claim(conn: &mut dyn Conn, owner: &Owner, keys: &[&str], run: i64, now: Micros) -> Exchanged {
+    claim_of(conn, owner, keys, "work", run, now)
+}
+
+/// A claim of jobs placed for the handler `name`.
+fn claim_of(
+    conn: &mut dyn Conn,
+    owner: &Owner,
+    keys: &[&str],
+    name: &str,
+    run: i64,
+    now: Micros,
+) -> Exchanged {
+    let handlers = vec![name.to_owned(); keys.len()];
     let keys = names(keys);
     conn.exchange(&Exchange {
         owner,
         ends: &[],
         claim: Some(Claim {
             keys: &keys,
+            names: &handlers,
             run,
             now,
             lease_until: now + 60 * S,
@@ -250,13 +264,19 @@ pub(crate) fn due_lists_this_schedulers_jobs_first(conn: &mut dyn Conn) {
     conn.upsert(&[job("m2", "mine", T0 + 2 * S), job("m1", "mine", T0 + S)])
         .unwrap();
     conn.upsert(&[job("run", "mine", T0)]).unwrap();
-    claim(conn, &a, &["run"], 1, T0);
+    assert!(
+        claim(conn, &a, &["run"], 1, T0).claimed.is_empty(),
+        "placed for another handler"
+    );
+    claim_of(conn, &a, &["run"], "mine", 1, T0);
     let mine = names(&["mine"]);
     let query = DueQuery {
         until: T0 + 100 * S,
         names: &mine,
         limit: 3,
         unhandled_before: T0 - 2 * S,
+        owner: "another",
+        now: T0,
     };
     let due = conn.due(&query).unwrap();
     let fires: Vec<(&str, Micros, bool)> = due
@@ -271,7 +291,22 @@ pub(crate) fn due_lists_this_schedulers_jobs_first(conn: &mut dyn Conn) {
             ("run", T0 + 60 * S + 1, true)
         ]
     );
-    assert_eq!(due[2].owner.as_deref(), Some(a.id.as_str()));
+    // Its owner's own poll leaves it alone while the lease lasts.
+    let own = conn
+        .due(&DueQuery {
+            owner: &a.id,
+            ..query
+        })
+        .unwrap();
+    assert_eq!(own.len(), 2, "{own:?}");
+    let ended = conn
+        .due(&DueQuery {
+            owner: &a.id,
+            now: T0 + 61 * S,
+            ..query
+        })
+        .unwrap();
+    assert_eq!(ended.len(), 3, "its lease ended: taken over by anyone");
     // Others' jobs, once they have waited.
     let waited = conn
         .due(&DueQuery {

@@ -12,7 +12,7 @@
 //! `finished_at`, and are deleted once it is older than their retention.
 //!
 //! * **Claim** moves a row to *running* for one run, in one statement that
-//!   checks it is due: *scheduled* with `next_fire` at or before now, or
+//!   checks it is due (and still for the handler it was placed for): *scheduled* with `next_fire` at or before now, or
 //!   *running* with a lease that has expired (its owner crashed, stalled,
 //!   or lost the store for longer than the lease). Of any number of
 //!   schedulers that try at once, one wins; the others see no row. The
@@ -145,8 +145,6 @@ pub(crate) struct Due {
     pub(crate) fire: Micros,
     /// It is a run whose lease ends: to take over if it is not renewed.
     pub(crate) expired: bool,
-    /// The owner of that run.
-    pub(crate) owner: Option<String>,
 }
 
 /// What [`Conn::due`] looks for.
@@ -163,6 +161,10 @@ pub(crate) struct DueQuery<'a> {
     /// listed too, at most `limit` of them: they have waited
     /// `unhandled_wait` for a scheduler that has their handler.
     pub(crate) unhandled_before: Micros,
+    /// The poller: its own runs are listed only once their lease ended
+    /// (it renews the others), so that they never fill the `limit`.
+    pub(crate) owner: &'a str,
+    pub(crate) now: Micros,
 }
 
 /// A run's fence: the row it claimed carries its owner's id and this run
@@ -202,6 +204,9 @@ pub(crate) enum Finish {
 pub(crate) struct Claim<'a> {
     /// The keys to claim, each once.
     pub(crate) keys: &'a [String],
+    /// For each key, the handler the job was placed for: a job whose
+    /// handler changed since is not claimed (it was placed for another).
+    pub(crate) names: &'a [String],
     /// The run number of every run this claim starts (a key is claimed at
     /// most once by one claim, so key and number fence each run).
     pub(crate) run: i64,
@@ -256,7 +261,22 @@ pub(crate) trait Store: Send + Sync + std::fmt::Debug {
     fn notifies(&self) -> bool {
         false
     }
+
+    /// True if a run loop's connection holds a session lock that tells
+    /// others its owner is alive (see [`Conn::reap`], [`Conn::keep_alive`]).
+    fn session_locks(&self) -> bool {
+        false
+    }
 }
+
+/// How often a run loop that holds runs makes sure its session (and lock)
+/// is alive, on a store with session locks; an owner whose lock is missing
+/// twice, this far apart or more, is gone.
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_millis(100);
+
+/// How long after an owner was first found without its lock a poll looks
+/// again, to end its leases if it still is.
+pub(crate) const REAP_CONFIRM: Duration = Duration::from_millis(250);
 
 /// One connection to a store: the protocol of the module doc. Each call is
 /// one transaction.
@@ -272,12 +292,32 @@ pub(crate) trait Conn: Send {
     /// the job is taken over; the poller's own runs included).
     fn due(&mut self, query: &DueQuery<'_>) -> Result<Vec<Due>, StoreError>;
 
-    /// Ends the leases of runs whose owner the store can tell is gone
-    /// (PostgreSQL: its session lock vanished with its connection, and the
-    /// server has been up for longer than `grace`), so that they are due
-    /// at once; how many. A store that cannot tell does nothing.
-    fn reap(&mut self, _now: Micros, _grace: Duration) -> Result<u64, StoreError> {
-        Ok(0)
+    /// Ends the leases of the runs whose owner the store can tell is gone,
+    /// so that they are due at once; how many. On PostgreSQL an owner is
+    /// gone when its session lock has vanished (its connection closed) and
+    /// stayed away since an earlier look found it missing: `suspects` are
+    /// the owners (lock keys) that look found, and the owners missing now
+    /// are returned for the next look. (A live owner whose connection broke
+    /// takes its lock again within [`KEEP_ALIVE`]: two looks apart by more
+    /// than that tell the two cases apart.) Nothing is ended until the
+    /// server has been up for longer than `grace` (after a restart every
+    /// owner needs a moment to take its lock again). A store that cannot
+    /// tell ends nothing.
+    fn reap(
+        &mut self,
+        _now: Micros,
+        _grace: Duration,
+        _suspects: &[i64],
+    ) -> Result<(u64, Vec<i64>), StoreError> {
+        Ok((0, Vec::new()))
+    }
+
+    /// Keeps the connection's session alive and its lock held (a
+    /// connection found closed is opened again, and its lock taken
+    /// again); on a store with [session locks](Store::session_locks) the
+    /// run loop calls it every [`KEEP_ALIVE`] while it holds runs.
+    fn keep_alive(&mut self) -> Result<(), StoreError> {
+        Ok(())
     }
 
     /// The jobs scheduled (or revived) after the sequence number `after`

@@ -20,15 +20,20 @@
 //! its owner's random lock key (stored in each row it claims). The server
 //! drops the lock when the session ends, which it does as soon as it sees
 //! the connection close: when the process dies, the kernel closes it. A
-//! poll ends the leases of running rows whose owner's lock is gone
-//! ([`Conn::reap`]), so a crashed process's runs are taken over at the next
-//! poll rather than when their leases expire. Only once the server has
+//! poll that finds an owner's lock gone looks again a moment later
+//! ([`REAP_CONFIRM`](super::REAP_CONFIRM)), and if it still is, ends the
+//! leases of its running rows ([`Conn::reap`]): a crashed process's runs
+//! are taken over within a poll and that moment, rather than when their
+//! leases expire. A live owner whose connection broke (a server that
+//! closed it, a network blip) is not mistaken for a dead one: while it
+//! holds runs it checks its session every
+//! [`KEEP_ALIVE`](super::KEEP_ALIVE), and takes its lock again at once. Only once the server has
 //! been up for longer than a lease: after a restart of the server every
 //! session is new, and a live owner needs a moment to take its lock
-//! again; its leases still hold meanwhile. A process whose connection
-//! breaks (a network cut) may lose its runs this way, as it would lose them
-//! to its lease's end: their outcomes are then not stored (the fence), and
-//! the jobs run again elsewhere.
+//! again; its leases still hold meanwhile. A process cut off from the
+//! server for longer than that moment (a network partition) loses its runs
+//! this way, as it would lose them to its lease's end: their outcomes are
+//! then not stored (the fence), and the jobs run again elsewhere.
 //!
 //! # A connection that goes away
 //!
@@ -133,6 +138,10 @@ impl Store for PgStore {
     fn notifies(&self) -> bool {
         true
     }
+
+    fn session_locks(&self) -> bool {
+        true
+    }
 }
 
 /// Brings the schema to [`SCHEMA_VERSION`] (module doc).
@@ -171,9 +180,10 @@ fn pg_error(e: postgres::Error) -> StoreError {
                 || matches!(
                     code.as_str(),
                     // admin_shutdown, crash_shutdown, cannot_connect_now,
-                    // too_many_connections, serialization_failure,
-                    // deadlock_detected, lock_not_available
-                    "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01" | "55P03"
+                    // idle_session_timeout, too_many_connections,
+                    // serialization_failure, deadlock_detected,
+                    // lock_not_available
+                    "57P01" | "57P02" | "57P03" | "57P05" | "53300" | "40001" | "40P01" | "55P03"
                 );
             (format!("{db} (SQLSTATE {code})"), Some(code), transient)
         }
@@ -226,6 +236,15 @@ impl PgConn {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = None;
             let mut client = self.config.connect(NoTls).map_err(pg_error)?;
+            // A server's `idle_session_timeout` would close the run loop's
+            // connection between renewals, and with it the session lock that
+            // says this scheduler is alive. (Before PostgreSQL 14 there is no
+            // such setting, and nothing to turn off.)
+            if let Err(e) = client.batch_execute("SET idle_session_timeout = 0") {
+                if e.code() != Some(&postgres::error::SqlState::UNDEFINED_OBJECT) {
+                    return Err(pg_error(e));
+                }
+            }
             if self.listens {
                 client
                     .batch_execute("LISTEN chronopool_jobs")
@@ -296,30 +315,40 @@ fn fences_of(rows: &[postgres::Row]) -> Result<HashSet<(String, i64)>, postgres:
         .collect()
 }
 
+/// The names among `names` a `text` can hold (no NUL byte): a handler
+/// registered under another can have no job here.
+fn storable(names: &[String]) -> Vec<&str> {
+    names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !n.contains('\0'))
+        .collect()
+}
+
 fn due_rows(
     c: &mut Client,
     until: Micros,
-    names: &[String],
-    limit: usize,
+    names: &[&str],
+    q: &DueQuery<'_>,
     handled: bool,
 ) -> Result<Vec<Due>, postgres::Error> {
     let among = if handled { "" } else { "NOT" };
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
     let rows = c.query(
         &format!(
-            "(SELECT key, name, next_fire AS fire, false AS expired, NULL::text AS owner
-                  FROM chronopool_jobs
+            "(SELECT key, name, next_fire AS fire, false AS expired FROM chronopool_jobs
                   WHERE state = 'scheduled' AND next_fire <= $1 AND {among} (name = ANY($2))
                   ORDER BY next_fire LIMIT $3)
              UNION ALL
-             (SELECT key, name, lease_until + interval '1 microsecond', true, owner
+             (SELECT key, name, lease_until + interval '1 microsecond', true
                   FROM chronopool_jobs
                   WHERE state = 'running' AND lease_until < $1 AND {among} (name = ANY($2))
+                    AND (owner <> $4 OR lease_until < $5)
                   ORDER BY lease_until LIMIT $3)
              ORDER BY fire
              LIMIT $3"
         ),
-        &[&at(until), &names, &limit],
+        &[&at(until), &names, &limit, &q.owner, &at(q.now)],
     )?;
     rows.iter()
         .map(|r| {
@@ -328,7 +357,6 @@ fn due_rows(
                 name: r.try_get(1)?,
                 fire: micros_of(r.try_get(2)?),
                 expired: r.try_get(3)?,
-                owner: r.try_get(4)?,
             })
         })
         .collect()
@@ -479,8 +507,8 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
                      state = 'running', owner = $2, run = $3, owner_name = $4,
                      owner_lock = $5, lease_until = $6
                  WHERE j.key IN (
-                     SELECT c.key FROM unnest($1::text[]) AS k(key)
-                         JOIN chronopool_jobs AS c ON c.key = k.key
+                     SELECT c.key FROM unnest($1::text[], $8::text[]) AS k(key, name)
+                         JOIN chronopool_jobs AS c ON c.key = k.key AND c.name = k.name
                      WHERE CASE c.state
                                WHEN 'scheduled' THEN c.next_fire <= $7
                                WHEN 'running' THEN c.lease_until < $7
@@ -497,6 +525,7 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
                 &owner.lock,
                 &at(claim.lease_until),
                 &at(claim.now),
+                &claim.names,
             ],
         )?;
         done.claimed = rows_of(&rows)?;
@@ -568,27 +597,65 @@ impl Conn for PgConn {
     }
 
     fn due(&mut self, q: &DueQuery<'_>) -> Result<Vec<Due>, StoreError> {
+        let names = storable(q.names);
         self.run(|c| {
-            let mut due = due_rows(c, q.until, q.names, q.limit, true)?;
-            due.extend(due_rows(c, q.unhandled_before, q.names, q.limit, false)?);
+            let mut due = due_rows(c, q.until, &names, q, true)?;
+            due.extend(due_rows(c, q.unhandled_before, &names, q, false)?);
             Ok(due)
         })
     }
 
-    fn reap(&mut self, now: Micros, grace: Duration) -> Result<u64, StoreError> {
+    fn reap(
+        &mut self,
+        now: Micros,
+        grace: Duration,
+        suspects: &[i64],
+    ) -> Result<(u64, Vec<i64>), StoreError> {
+        // The owners of running rows whose session lock is missing (and
+        // whose lease has not ended: those are anyone's already).
+        const MISSING: &str = "SELECT DISTINCT owner_lock FROM chronopool_jobs
+             WHERE state = 'running' AND owner_lock IS NOT NULL AND lease_until > $1
+               AND owner_lock <> ALL (
+                   SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks AS l
+                   WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+                     AND l.database = (SELECT oid FROM pg_database
+                                       WHERE datname = current_database()))";
         self.run(|c| {
-            c.execute(
-                "UPDATE chronopool_jobs SET lease_until = $1
-                 WHERE state = 'running' AND lease_until > $1 AND owner_lock IS NOT NULL
-                   AND now() - pg_postmaster_start_time() > make_interval(secs => $2)
-                   AND owner_lock <> ALL (
-                       SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks AS l
-                       WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-                         AND l.database = (SELECT oid FROM pg_database
-                                           WHERE datname = current_database()))",
-                &[&at(now - 1), &grace.as_secs_f64()],
-            )
+            let up = c.query_one(
+                "SELECT now() - pg_postmaster_start_time() > make_interval(secs => $1)",
+                &[&grace.as_secs_f64()],
+            )?;
+            if !up.try_get::<_, bool>(0)? {
+                return Ok((0, Vec::new()));
+            }
+            let missing: Vec<i64> = c
+                .query(MISSING, &[&at(now - 1)])?
+                .iter()
+                .map(|r| r.try_get(0))
+                .collect::<Result<_, _>>()?;
+            let gone: Vec<i64> = missing
+                .iter()
+                .copied()
+                .filter(|lock| suspects.contains(lock))
+                .collect();
+            let reaped = if gone.is_empty() {
+                0
+            } else {
+                c.execute(
+                    &format!(
+                        "UPDATE chronopool_jobs SET lease_until = $1
+                         WHERE state = 'running' AND lease_until > $1
+                           AND owner_lock = ANY($2) AND owner_lock IN ({MISSING})"
+                    ),
+                    &[&at(now - 1), &gone],
+                )?
+            };
+            Ok((reaped, missing))
         })
+    }
+
+    fn keep_alive(&mut self) -> Result<(), StoreError> {
+        self.run(|c| c.batch_execute(""))
     }
 
     fn fresh(
@@ -599,6 +666,7 @@ impl Conn for PgConn {
         limit: usize,
     ) -> Result<(Vec<Due>, i64), StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let names = storable(names);
         self.run(|c| {
             let rows = c.query(
                 "SELECT key, name, next_fire, seq FROM chronopool_jobs
@@ -615,7 +683,6 @@ impl Conn for PgConn {
                     name: r.try_get(1)?,
                     fire: micros_of(r.try_get(2)?),
                     expired: false,
-                    owner: None,
                 });
             }
             Ok((due, last))

@@ -27,10 +27,13 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use rusqlite::{params, params_from_iter, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::types::Value;
+use rusqlite::vtab::array::Array;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{
     Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, NewJob, Role, Row, Store,
@@ -164,6 +167,7 @@ fn connect(path: &Path) -> Result<Connection, StoreError> {
     connection
         .busy_handler(Some(wait_for_lock))
         .map_err(store_error)?;
+    rusqlite::vtab::array::load_module(&connection).map_err(store_error)?;
     // Switching to WAL needs the file to itself for a moment: another
     // connection doing the same, or migrating, answers busy at once (the
     // busy handler is not asked), so it is tried again until the timeout.
@@ -362,43 +366,38 @@ fn draw_seq(c: &Connection, n: usize) -> rusqlite::Result<i64> {
         .query_row(params![n], |r| r.get(0))
 }
 
-/// `?, ?, ...`: `n` placeholders from `?{first}` on.
-fn placeholders(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|i| format!("?{i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// `names` as an array parameter (`rarray(?)`): one parameter, however
+/// many handlers there are (a parameter each would stop at SQLite's limit
+/// of 32,766).
+fn array_of(names: &[String]) -> Array {
+    Rc::new(names.iter().map(|n| Value::from(n.clone())).collect())
 }
 
 fn due_rows(
     c: &Connection,
     until: Micros,
-    names: &[String],
-    limit: usize,
+    q: &DueQuery<'_>,
     handled: bool,
 ) -> rusqlite::Result<Vec<Due>> {
     let among = if handled { "IN" } else { "NOT IN" };
-    let names_in = placeholders(3, names.len());
     let mut statement = c.prepare_cached(&format!(
-        "SELECT key, name, next_fire AS fire, 0, NULL FROM chronopool_jobs
-             WHERE state = 'scheduled' AND next_fire <= ?1 AND name {among} ({names_in})
+        "SELECT key, name, next_fire AS fire, 0 FROM chronopool_jobs
+             WHERE state = 'scheduled' AND next_fire <= ?1 AND name {among} rarray(?3)
          UNION ALL
-         SELECT key, name, lease_until + 1, 1, owner FROM chronopool_jobs
-             WHERE state = 'running' AND lease_until < ?1 AND name {among} ({names_in})
+         SELECT key, name, lease_until + 1, 1 FROM chronopool_jobs
+             WHERE state = 'running' AND lease_until < ?1 AND name {among} rarray(?3)
+               AND (owner <> ?4 OR lease_until < ?5)
          ORDER BY 3
          LIMIT ?2"
     ))?;
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let values = [rusqlite::types::Value::from(until), limit.into()]
-        .into_iter()
-        .chain(names.iter().map(|n| n.clone().into()));
-    let rows = statement.query_map(params_from_iter(values), |r| {
+    let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+    let params = params![until, limit, array_of(q.names), q.owner, q.now];
+    let rows = statement.query_map(params, |r| {
         Ok(Due {
             key: r.get(0)?,
             name: r.get(1)?,
             fire: r.get(2)?,
             expired: r.get(3)?,
-            owner: r.get(4)?,
         })
     })?;
     rows.collect()
@@ -418,16 +417,25 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
                                                THEN 0 ELSE 1 END),
                      state = 'running', owner = ?2, run = ?3, owner_name = ?4,
                      owner_lock = ?5, lease_until = ?6
-             WHERE key = ?1
+             WHERE key = ?1 AND name = ?8
                AND ((state = 'scheduled' AND next_fire <= ?7)
                     OR (state = 'running' AND lease_until < ?7)
                     OR (state = 'running' AND owner = ?2 AND run = ?3))
              RETURNING {COLUMNS}"
         ))?;
-        for key in claim.keys {
+        for (key, handler) in claim.keys.iter().zip(claim.names) {
             let row = statement
                 .query_row(
-                    params![key, id, claim.run, name, lock, claim.lease_until, claim.now],
+                    params![
+                        key,
+                        id,
+                        claim.run,
+                        name,
+                        lock,
+                        claim.lease_until,
+                        claim.now,
+                        handler
+                    ],
                     row_of,
                 )
                 .optional()?;
@@ -496,10 +504,8 @@ impl Conn for SqliteConn {
     }
 
     fn due(&mut self, q: &DueQuery<'_>) -> Result<Vec<Due>, StoreError> {
-        let mut due = due_rows(&self.c, q.until, q.names, q.limit, true).map_err(store_error)?;
-        due.extend(
-            due_rows(&self.c, q.unhandled_before, q.names, q.limit, false).map_err(store_error)?,
-        );
+        let mut due = due_rows(&self.c, q.until, q, true).map_err(store_error)?;
+        due.extend(due_rows(&self.c, q.unhandled_before, q, false).map_err(store_error)?);
         Ok(due)
     }
 
@@ -510,34 +516,25 @@ impl Conn for SqliteConn {
         names: &[String],
         limit: usize,
     ) -> Result<(Vec<Due>, i64), StoreError> {
-        let names_in = placeholders(4, names.len());
         let mut statement = self
             .c
-            .prepare_cached(&format!(
+            .prepare_cached(
                 "SELECT key, name, next_fire, seq FROM chronopool_jobs
                  WHERE seq > ?1 AND state = 'scheduled' AND next_fire <= ?2
-                   AND name IN ({names_in})
-                 ORDER BY seq LIMIT ?3"
-            ))
+                   AND name IN rarray(?4)
+                 ORDER BY seq LIMIT ?3",
+            )
             .map_err(store_error)?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let values = [
-            rusqlite::types::Value::from(after),
-            until.into(),
-            limit.into(),
-        ]
-        .into_iter()
-        .chain(names.iter().map(|n| n.clone().into()));
         let mut last = after;
         let rows = statement
-            .query_map(params_from_iter(values), |r| {
+            .query_map(params![after, until, limit, array_of(names)], |r| {
                 Ok((
                     Due {
                         key: r.get(0)?,
                         name: r.get(1)?,
                         fire: r.get(2)?,
                         expired: false,
-                        owner: None,
                     },
                     r.get::<_, i64>(3)?,
                 ))
