@@ -20,10 +20,14 @@
 //!   scheduled again or cancelled while it runs is left alone by the old
 //!   run's outcome.
 //! * **The store's work is the scheduler's**: claims, outcomes, renewals
-//!   and polls happen on two threads of the scheduler's own, so the
-//!   executor's workers run handlers and nothing else, and a store that is
-//!   away holds up no worker. A job is claimed only when a run slot can
-//!   start it.
+//!   and polls happen on threads of the scheduler's own, so the executor's
+//!   workers run handlers and nothing else, and a store that is away holds
+//!   up no worker (outcomes wait, and are stored when it is back). A job is
+//!   claimed only when a run slot can start it.
+//! * **Wake-ups in milliseconds**: a job another process schedules for now
+//!   is placed at once (PostgreSQL `LISTEN`/`NOTIFY`; SQLite: the file's
+//!   change counter, looked at every 25 ms); [`Config::poll_interval`]
+//!   polls stay the source of truth.
 //! * **Failures** are retried after the back-off of [`Config::retry`] (the
 //!   core's [`Backoff`](chronopool::trigger::Backoff)) up to
 //!   [`Config::max_attempts`], then the job is *dead*, kept for

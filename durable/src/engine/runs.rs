@@ -88,8 +88,9 @@ enum Mode {
     Normal,
     /// After a failure the store called permanent: renewals alone.
     Probe,
-    /// The store works: the ends one by one, `fails` times refused so far.
-    Isolate { fails: u32 },
+    /// The store works: the `left` ends waiting when it was found to, one
+    /// by one; the first of them refused `fails` times so far.
+    Isolate { fails: u32, left: usize },
 }
 
 /// A run held: claimed, its outcome not stored yet.
@@ -467,8 +468,14 @@ impl RunLoop {
                 self.failing_since = None;
                 self.mode = match self.mode {
                     // The store works: one of the ends may be what it refuses.
-                    Mode::Probe => Mode::Isolate { fails: 0 },
-                    Mode::Isolate { .. } if !self.ends.is_empty() => Mode::Isolate { fails: 0 },
+                    Mode::Probe if !self.ends.is_empty() => Mode::Isolate {
+                        fails: 0,
+                        left: self.ends.len(),
+                    },
+                    Mode::Isolate { left, .. } if left > 1 => Mode::Isolate {
+                        fails: 0,
+                        left: left - 1,
+                    },
                     _ => Mode::Normal,
                 };
                 if !renewing.is_empty() {
@@ -511,7 +518,7 @@ impl RunLoop {
                 drop(fire.busy);
             }
             self.mode = match self.mode {
-                Mode::Isolate { fails } if ends.len() == 1 => {
+                Mode::Isolate { fails, left } if ends.len() == 1 => {
                     if fails + 1 >= GIVE_UP_AFTER {
                         // The store takes the rest, not this one.
                         for end in ends {
@@ -521,11 +528,22 @@ impl RunLoop {
                                 .counters
                                 .ended(&end.fence.key, Outcome::Lost, Some(&error));
                         }
+                        self.mode = if left > 1 {
+                            Mode::Isolate {
+                                fails: 0,
+                                left: left - 1,
+                            }
+                        } else {
+                            Mode::Normal
+                        };
                         return;
                     }
-                    Mode::Isolate { fails: fails + 1 }
+                    Mode::Isolate {
+                        fails: fails + 1,
+                        left,
+                    }
                 }
-                Mode::Isolate { fails } => Mode::Isolate { fails },
+                isolating @ Mode::Isolate { .. } => isolating,
                 Mode::Normal | Mode::Probe => Mode::Probe,
             };
         }
