@@ -318,8 +318,10 @@ impl ScheduledExecutor {
     ///
     /// The task never runs before `delay` has passed on the monotonic
     /// clock; `Duration::ZERO` means as soon as possible. Any delay is
-    /// accepted: deadlines saturate at about 584 years from the executor's
-    /// start instead of overflowing.
+    /// accepted: a deadline past about 584 years from the executor's start
+    /// saturates instead of overflowing, and is never due (the task waits
+    /// until cancelled, even on a [`ManualClock`](crate::ManualClock)
+    /// advanced by `Duration::MAX`).
     ///
     /// Scheduling does not block while the timer thread keeps up. A burst
     /// that gets 4,096 tasks ahead of it waits until the timer thread has
@@ -890,6 +892,10 @@ impl ScheduledExecutor {
     /// A snapshot of the executor's counters.
     pub fn metrics(&self) -> Metrics {
         let pool = self.pool();
+        // The cancels since the last sweep: out of the timer and counted,
+        // so that a cancel shows as soon as it returned.
+        pool.timer.sweep_cancelled();
+        pool.give_up_stranded();
         let mut m = Metrics {
             worker_threads: pool.workers(),
             queued_tasks: pool.queued_jobs(),

@@ -36,7 +36,8 @@ pub struct Metrics {
     /// counted here until a worker reaches it and skips it).
     pub queued_tasks: usize,
     /// Tasks scheduled to run later that the timer still holds (a
-    /// cancelled one leaves it promptly, not at its deadline).
+    /// cancelled one is not counted once `cancel` has returned: `metrics`
+    /// sweeps the timer's cancelled entries out before it counts).
     pub scheduled_tasks: usize,
     /// Task runs on the pool's workers that finished, whether they
     /// returned or panicked (not the runs of tasks returned by
@@ -45,9 +46,12 @@ pub struct Metrics {
     /// Task runs that panicked (counted in `completed_tasks` too).
     pub panicked_tasks: u64,
     /// Tasks cancelled through their handles before they ran (a recurring
-    /// one: between runs), counted as the timer sweeps them out or a worker
-    /// skips them, so a cancel shows here shortly after it returns.
-    /// Tasks a shutdown discards are not counted.
+    /// one: between runs). A task the timer held shows here as soon as
+    /// `cancel` has returned (`metrics` sweeps the timer's cancelled
+    /// entries out first: one pass over the tasks it holds, only when some
+    /// were cancelled since the last sweep); one already handed to the
+    /// workers, when a worker reaches it and skips it. Tasks a shutdown
+    /// discards are not counted.
     pub cancelled_tasks: u64,
     /// Submissions refused (after shutdown, or over `max_scheduled_tasks`).
     pub rejected_tasks: u64,

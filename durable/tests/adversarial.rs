@@ -1178,16 +1178,14 @@ fn jobs_run_on_time_in_2600() {
     on_both(|kind| a_day_of_jobs_from(kind, year_2600));
 }
 
-/// **BUG** (both stores; the cause is in the core crate). A manual clock
-/// that starts in 1900 (the docs: times from the year 1, "dates before
-/// 1970 are times like any other"): hourly, cron and one-shot jobs should
-/// fire over a day. Found: none fires. The durable crate places each job
-/// with `ScheduledExecutor::schedule_at_system_time`, and the core clamps a
-/// wall time before 1970 to the epoch (`chronopool::trigger::unix_nanos`
-/// returns 0 for it), so when the placement falls due its wall time reads
-/// 1970-01-01 and it is put back to wait for 1970.
+/// Both stores. A manual clock that starts in 1900 (the docs: times from
+/// the year 1, "dates before 1970 are times like any other"): hourly, cron
+/// and one-shot jobs fire over a day. (Found once: none fired. The durable
+/// crate places each job with `ScheduledExecutor::schedule_at_system_time`,
+/// and the core clamped a wall time before 1970 to the epoch, so when the
+/// placement fell due its wall time read 1970-01-01 and it was put back to
+/// wait for 1970; the core now holds any `SystemTime`.)
 #[test]
-#[ignore = "chronopool's wall timer holds no time before 1970 yet (issue 31, item 2); run it with --ignored once that lands"]
 fn jobs_run_on_time_in_1900() {
     let year_1900 = UNIX_EPOCH - Duration::from_secs(2_208_988_800);
     on_both(|kind| a_day_of_jobs_from(kind, year_1900));

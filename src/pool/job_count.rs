@@ -47,6 +47,12 @@ impl JobCount {
         }
     }
 
+    /// Wakes an `advance` waiting for quiet, to look again (the pool's
+    /// last worker exited).
+    pub(crate) fn notify_clock(&self) {
+        self.clock.notify_quiet();
+    }
+
     /// Jobs queued or running.
     pub(crate) fn jobs(&self) -> usize {
         self.jobs.load(Ordering::SeqCst)

@@ -398,9 +398,9 @@ impl Pool {
             return Err(self.refuse(body, SubmitErrorKind::Shutdown));
         }
         let cell = StdArc::new(RecurringTask::new(body, trigger, periodic, label));
-        if RecurringTask::first(&cell, self).is_none() {
+        let Some(placed) = RecurringTask::first(&cell, self) else {
             return Ok(cell);
-        }
+        };
         let refused = if !self.enter() {
             SubmitErrorKind::Shutdown
         } else if !self.timer.reserve() {
@@ -408,6 +408,9 @@ impl Pool {
             SubmitErrorKind::TooManyScheduled
         } else {
             self.timer.insert_reserved(cell.clone());
+            if let Some(offset) = placed.wall_offset {
+                self.timer.wall_placed(self, cell.clone(), offset);
+            }
             self.leave();
             return Ok(cell);
         };
@@ -510,6 +513,47 @@ impl Pool {
         drained
     }
 
+    /// Gives up the jobs left in the queues of a pool whose workers have
+    /// all exited (a wall check or a due task handed over as the last one
+    /// left, or after `shutdown_now`): nobody will run them. As `Drop`
+    /// would, now, so that `metrics` counts none queued and a manual
+    /// clock does not wait for them (`Driven`).
+    pub(crate) fn give_up_stranded(&self) {
+        if !self.lifecycle.is_terminated() {
+            return;
+        }
+        let mut left = Vec::new();
+        drain(|| self.injector.steal(), &mut left);
+        for stealer in self.stealers.iter() {
+            drain(|| stealer.steal(), &mut left);
+        }
+        let n = left.len();
+        for job in left {
+            job.cancel(self);
+        }
+        self.jobs_ended(n);
+    }
+
+    /// A worker exited: if it was the last, an `advance` waiting for this
+    /// pool's jobs looks again (a terminated pool takes no part: `Driven`).
+    pub(crate) fn worker_exited(&self) {
+        self.lifecycle.worker_exited();
+        if let Some(count) = &self.job_count {
+            if self.lifecycle.is_terminated() {
+                count.notify_clock();
+            }
+        }
+    }
+
+    /// Takes the jobs queued on the injector, for a loom model that runs
+    /// them by hand (no worker thread).
+    #[cfg(all(test, loom))]
+    pub(crate) fn take_queued(&self) -> Vec<Job> {
+        let mut taken = Vec::new();
+        drain(|| self.injector.steal(), &mut taken);
+        taken
+    }
+
     /// Jobs in the queues right now (a snapshot).
     pub(crate) fn queued_jobs(&self) -> usize {
         self.injector.len() + self.stealers.iter().map(Stealer::len).sum::<usize>()
@@ -555,6 +599,10 @@ impl TaskContext for Pool {
 
     fn watch_wall(&self, task: StdArc<dyn WallTask>) {
         self.timer.watch_wall(task);
+    }
+
+    fn wall_placed(&self, task: StdArc<dyn WallTask>, offset: i128) {
+        self.timer.wall_placed(self, task, offset);
     }
 
     fn note_cancelled(&self) {
@@ -633,20 +681,35 @@ impl Workers for Pool {
 
 /// What a manual clock's `advance` needs of the pool (see
 /// `time/manual.rs`); only pools on a manual clock are attached to one.
+/// A pool whose workers have all exited takes no part in `advance`: its
+/// jobs never run, so nothing of it is waited for, and the other pools on
+/// the clock keep their time. (`jobs` reads termination under the lock
+/// `advance` waits with, and the last worker notifies under it after it
+/// is counted out: `worker_exited`.)
 impl Driven for Pool {
     fn hand_over_due(&self, now: Nanos) {
-        self.timer.hand_over_at(self, now);
+        if self.lifecycle.is_terminated() {
+            self.give_up_stranded();
+        } else {
+            self.timer.hand_over_at(self, now);
+        }
     }
 
     fn jobs(&self) -> usize {
+        if self.lifecycle.is_terminated() {
+            return 0;
+        }
         self.job_count.as_ref().map_or(0, JobCount::jobs)
     }
 
     fn timer_idle(&self, now: Nanos) -> bool {
-        self.timer.idle_at(now)
+        self.lifecycle.is_terminated() || self.timer.idle_at(now)
     }
 
     fn next_deadline(&self) -> Option<Nanos> {
+        if self.lifecycle.is_terminated() {
+            return None;
+        }
         self.timer.next_deadline()
     }
 

@@ -84,7 +84,7 @@ pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
     }
     drop(local);
     drop(own);
-    pool.lifecycle.worker_exited();
+    pool.worker_exited();
     // The timer thread stays until the last worker is gone (see
     // `timer::driver`): let it look.
     pool.timer.wake();

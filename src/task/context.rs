@@ -54,6 +54,12 @@ pub(crate) trait TaskContext {
     /// of the wall clock the timer hands over its check job.
     fn watch_wall(&self, task: StdArc<dyn WallTask>);
 
+    /// A task due at a wall time was placed, its deadline computed with
+    /// the clocks' `offset` (`task/recurring.rs`): if the wall clock was
+    /// stepped since, the timer hands over its check job
+    /// (`timer/driver/wall.rs`).
+    fn wall_placed(&self, task: StdArc<dyn WallTask>, offset: i128);
+
     /// Counts, with the timer, the cancel of a task that it may hold (so
     /// that its dead entry is swept out).
     fn note_cancelled(&self);
@@ -124,6 +130,8 @@ impl TaskContext for NoPool {
 
     fn watch_wall(&self, _: StdArc<dyn WallTask>) {}
 
+    fn wall_placed(&self, _: StdArc<dyn WallTask>, _: i128) {}
+
     fn note_cancelled(&self) {}
 }
 
@@ -188,6 +196,8 @@ impl TaskContext for TestContext {
     fn watch_wall(&self, task: StdArc<dyn WallTask>) {
         self.watched.lock().unwrap().push(task);
     }
+
+    fn wall_placed(&self, _: StdArc<dyn WallTask>, _: i128) {}
 
     fn note_cancelled(&self) {
         self.cancels

@@ -54,11 +54,9 @@ use std::time::SystemTime;
 
 use crate::sync::cell::UnsafeCell;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, StdArc};
-use crate::time::clock::nanos;
+use crate::time::clock::{nanos, wall_offset};
 use crate::time::Nanos;
-use crate::trigger::{
-    from_unix_nanos, unix_nanos, Ended, History, Next, Trigger, TriggerContext, NONE,
-};
+use crate::trigger::{Ended, History, Next, Trigger, TriggerContext, NONE};
 
 use super::context::TaskContext;
 use super::entry::{TimerEntry, WallTask};
@@ -78,6 +76,10 @@ struct Owned<B, G> {
     job: Option<B>,
     trigger: Current<G>,
     history: History,
+    /// The wall time the current deadline stands for (`None` if it was
+    /// not given as one), any that `SystemTime` holds: a task due in 1950
+    /// or 2600 waits for that time, not for a clamped one.
+    wall_due: Option<SystemTime>,
 }
 
 /// The trigger in place.
@@ -173,11 +175,6 @@ where
 pub(crate) struct RecurringTask<B: Body, G, L = ()> {
     header: Header,
     deadline: AtomicU64,
-    /// The wall time the current deadline stands for, in nanoseconds since
-    /// the Unix epoch (`NONE` if it was not given as one). Written by the
-    /// holder of RUNNING; read without a claim by the timer's checks after
-    /// a step of the wall clock.
-    wall_due: AtomicU64,
     owned: UnsafeCell<Owned<B, G>>,
     /// False for a one-shot task at a wall time: it is kept at shutdown as
     /// a delayed task, not dropped as a periodic one.
@@ -235,10 +232,10 @@ where
                 job: Some(body),
                 trigger: Current::Initial(trigger),
                 history: History::default(),
+                wall_due: None,
             }),
             outcome: UnsafeCell::new(None),
             deadline: AtomicU64::new(0),
-            wall_due: AtomicU64::new(NONE),
             replacement: Mutex::new(None),
             replaced: AtomicBool::new(false),
             watched: AtomicBool::new(false),
@@ -247,17 +244,18 @@ where
     }
 
     /// Asks the trigger for the first deadline of a task nobody else sees
-    /// yet. `Some(deadline)` to place it there (the caller inserts it);
-    /// `None` if the trigger ended it at once (or panicked: reported), and
-    /// the task is final.
-    pub(crate) fn first(this: &StdArc<Self>, ctx: &dyn TaskContext) -> Option<Nanos> {
+    /// yet. `Some` to place it there (the caller inserts it, then, for a
+    /// run due at a wall time, calls [`TaskContext::wall_placed`]); `None`
+    /// if the trigger ended it at once (or panicked: reported), and the
+    /// task is final.
+    pub(crate) fn first(this: &StdArc<Self>, ctx: &dyn TaskContext) -> Option<Placed> {
         let claimed = this.header.leave_scheduled(RUNNING).is_some();
         debug_assert!(claimed, "a new task is SCHEDULED");
         match this.next_deadline(ctx) {
-            Ok(Some(deadline)) => {
+            Ok(Some(placed)) => {
                 let reset = this.header.try_reset(0);
                 debug_assert_eq!(reset, Reset::Done, "nobody else sees the task");
-                Some(deadline)
+                Some(placed)
             }
             Ok(None) => {
                 this.end(ctx, Ok(Ended::ByTrigger));
@@ -313,10 +311,13 @@ where
     fn next_deadline(
         self: &StdArc<Self>,
         ctx: &dyn TaskContext,
-    ) -> Result<Option<Nanos>, PanicPayload> {
+    ) -> Result<Option<Placed>, PanicPayload> {
         self.install_replacement(ctx);
         let Owned {
-            trigger, history, ..
+            trigger,
+            history,
+            wall_due,
+            ..
         } = self.owned();
         let context = TriggerContext::new(ctx.clock(), history);
         // The trigger the task was scheduled with is called directly (a
@@ -332,36 +333,33 @@ where
             ctx.note_missed(skipped, delayed);
             trace::missed_runs(&self.header, self.label.name(), skipped, delayed);
         }
-        Ok(next.map(|next| self.set_next(ctx, &context, next)))
-    }
-
-    /// Stores `next` as the deadline; returns it in nanoseconds.
-    #[inline]
-    fn set_next(
-        self: &StdArc<Self>,
-        ctx: &dyn TaskContext,
-        context: &TriggerContext<'_>,
-        next: Next,
-    ) -> Nanos {
-        let (deadline, wall) = match next {
-            Next::At(at) => (context.nanos_of(at), NONE),
-            Next::AtSystemTime(at) => (Self::deadline_of_wall(ctx, at), unix_nanos(at)),
+        let Some(next) = next else {
+            return Ok(None);
         };
-        self.deadline.store(deadline, Ordering::Relaxed);
-        self.wall_due.store(wall, Ordering::Relaxed);
-        if wall != NONE && !self.watched.swap(true, Ordering::Relaxed) {
+        let (placed, wall) = match next {
+            Next::At(at) => (Placed::monotonic(context.nanos_of(at)), None),
+            Next::AtSystemTime(at) => (Self::deadline_of_wall(ctx, at), Some(at)),
+        };
+        *wall_due = wall;
+        self.deadline.store(placed.deadline, Ordering::Relaxed);
+        if wall.is_some() && !self.watched.swap(true, Ordering::Relaxed) {
             ctx.watch_wall(self.clone());
         }
-        deadline
+        Ok(Some(placed))
     }
 
     /// The monotonic deadline at which the wall clock reads `at`, as it
-    /// runs now (at once if it already does).
-    fn deadline_of_wall(ctx: &dyn TaskContext, at: SystemTime) -> Nanos {
+    /// runs now (at once if it already does; never if beyond the clock's
+    /// range), and the clocks' offset it was computed with.
+    fn deadline_of_wall(ctx: &dyn TaskContext, at: SystemTime) -> Placed {
         let (now, wall_now) = (ctx.now(), ctx.clock().system_time());
-        match at.duration_since(wall_now) {
+        let deadline = match at.duration_since(wall_now) {
             Ok(left) => now.saturating_add(nanos(left)),
             Err(_) => now,
+        };
+        Placed {
+            deadline,
+            wall_offset: Some(wall_offset(wall_now, now)),
         }
     }
 
@@ -410,9 +408,10 @@ where
             true
         };
         loop {
+            let mut wall_offset = None;
             match from {
                 From::Trigger => match self.next_deadline(ctx) {
-                    Ok(Some(_)) => {}
+                    Ok(Some(placed)) => wall_offset = placed.wall_offset,
                     Ok(None) => {
                         self.end(ctx, Ok(Ended::ByTrigger));
                         return dead_entry();
@@ -423,9 +422,10 @@ where
                     }
                 },
                 From::Wall => {
-                    if let Some(at) = from_unix_nanos(self.wall_due.load(Ordering::Relaxed)) {
-                        let deadline = Self::deadline_of_wall(ctx, at);
-                        self.deadline.store(deadline, Ordering::Relaxed);
+                    if let Some(at) = self.owned().wall_due {
+                        let placed = Self::deadline_of_wall(ctx, at);
+                        self.deadline.store(placed.deadline, Ordering::Relaxed);
+                        wall_offset = placed.wall_offset;
                     }
                 }
             }
@@ -453,6 +453,11 @@ where
                 outcome == Reset::Done
             });
             if rearmed {
+                if let Some(offset) = wall_offset {
+                    // Placed and visible: was the wall clock stepped since
+                    // the deadline was computed (`timer/driver/wall.rs`)?
+                    ctx.wall_placed(self.clone(), offset);
+                }
                 return dead_entry();
             }
             match reset {
@@ -479,8 +484,8 @@ where
                 RunOutcome::Skipped
             };
         }
-        let wall = this.wall_due.load(Ordering::Relaxed);
-        if let Some(at) = from_unix_nanos(wall) {
+        let wall = this.owned().wall_due;
+        if let Some(at) = wall {
             // Due on the monotonic clock, not yet on the wall clock (it was
             // stepped back, or drifted): wait for it, unless the pool has
             // stopped (the task is run by hand, from `shutdown_now`).
@@ -622,26 +627,40 @@ where
     /// After a step of the wall clock: places the task again at the
     /// monotonic deadline its wall time now stands for, if that moved.
     fn wall_check(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
-        let Some(at) = from_unix_nanos(this.wall_due.load(Ordering::Relaxed)) else {
-            return RunOutcome::Skipped;
-        };
-        if this.header.is_final() {
+        if this.header.is_final() || this.header.leave_scheduled(RUNNING).is_none() {
+            // Ended, or running (the run places it again itself).
             return RunOutcome::Skipped;
         }
-        let moved = Self::deadline_of_wall(ctx, at).abs_diff(this.deadline.load(Ordering::Relaxed));
-        if moved < WALL_TOLERANCE || this.header.leave_scheduled(RUNNING).is_none() {
-            // On time still, or running (the run places it again itself).
-            return RunOutcome::Skipped;
-        }
+        // Its wall time is the owner's to read: placed again, at the
+        // deadline that wall time stands for now (a fresh entry even if
+        // that did not move: the claim cannot be handed back, see the
+        // module doc).
         this.place(ctx, From::Wall, true, false);
         RunOutcome::Skipped
     }
 }
 
-/// How far a wall-time run's deadline may be off before a check after a
-/// step of the wall clock places it again (the offset between the two
-/// clocks is read with two clock reads, so it jitters by a little).
+/// How far the clocks' offset may move before the tasks due at a wall
+/// time are placed again (it is read with two clock reads, so it jitters
+/// by a little).
 pub(crate) const WALL_TOLERANCE: Nanos = 1_000_000;
+
+/// Where a run was placed: its deadline, and for a run due at a wall time
+/// the offset between the clocks it was computed with ([`wall_offset`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placed {
+    pub(crate) deadline: Nanos,
+    pub(crate) wall_offset: Option<i128>,
+}
+
+impl Placed {
+    fn monotonic(deadline: Nanos) -> Self {
+        Placed {
+            deadline,
+            wall_offset: None,
+        }
+    }
+}
 
 impl<B, G, L> Runnable for RecurringTask<B, G, L>
 where
@@ -1153,7 +1172,10 @@ mod loom_model {
                 true,
                 (),
             ));
-            assert_eq!(RecurringTask::first(&cell, &*pool), Some(0));
+            assert_eq!(
+                RecurringTask::first(&cell, &*pool).map(|p| p.deadline),
+                Some(0)
+            );
             // The first run: its job, as the timer hands it over when due.
             let first = Job::task(StdArc::clone(&cell));
             let w1 = {
@@ -1232,7 +1254,10 @@ mod loom_model {
                 true,
                 (),
             ));
-            assert_eq!(RecurringTask::first(&cell, &*pool), Some(0));
+            assert_eq!(
+                RecurringTask::first(&cell, &*pool).map(|p| p.deadline),
+                Some(0)
+            );
             let first = Job::task(StdArc::clone(&cell));
             let w1 = {
                 let pool = Arc::clone(&pool);

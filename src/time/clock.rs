@@ -4,8 +4,11 @@
 //!
 //! Deadlines are stored as [`Nanos`] since the clock's origin. Adding a
 //! delay saturates instead of overflowing: any delay up to `Duration::MAX`
-//! is accepted, and everything beyond `u64::MAX` ns (about 584 years after
-//! the executor started) is treated as that instant, i.e. never in practice.
+//! is accepted, and a deadline that saturates at `u64::MAX` ns (about 584
+//! years after the executor started) is never due ([`NEVER`]): no clock
+//! reaches it, a manual one stops one nanosecond before.
+//!
+//! [`NEVER`]: super::NEVER
 //!
 //! [`ManualClock`]: super::ManualClock
 
@@ -114,6 +117,18 @@ impl Clock {
     pub(crate) fn until(&self, deadline: Nanos) -> Duration {
         Duration::from_nanos(deadline.saturating_sub(self.now()))
     }
+}
+
+/// The offset between a wall clock reading `wall` and a monotonic time
+/// `now` (wall minus monotonic, in nanoseconds since the Unix epoch and
+/// the clock's origin): what a step of the wall clock changes. Any
+/// `SystemTime` fits.
+pub(crate) fn wall_offset(wall: SystemTime, now: Nanos) -> i128 {
+    let wall = match wall.duration_since(std::time::UNIX_EPOCH) {
+        Ok(since) => since.as_nanos() as i128,
+        Err(before) => -(before.duration().as_nanos() as i128),
+    };
+    wall - i128::from(now)
 }
 
 /// A duration in nanoseconds, saturated at `u64::MAX`.

@@ -30,10 +30,28 @@
 use std::sync::Weak;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use std::cell::Cell;
+
 use crate::sync::{AtomicU64, Condvar, Mutex, Ordering, StdArc};
 
 use super::clock::nanos;
-use super::Nanos;
+use super::{Nanos, LAST_INSTANT};
+
+crate::sync::thread_local! {
+    /// The clock this thread is moving (the address of its state; 0 when
+    /// none), so that a move from inside a move (a waker or a drop that
+    /// the move ran on this thread) panics instead of waiting for itself.
+    static MOVING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// This thread moves a clock until dropped (see [`MOVING`]).
+struct Moving(usize);
+
+impl Drop for Moving {
+    fn drop(&mut self) {
+        MOVING.with(|moving| moving.set(self.0));
+    }
+}
 
 /// The wall time a [`ManualClock::new`] starts at: 2026-01-01 00:00:00 UTC.
 pub const MANUAL_CLOCK_START: Duration = Duration::from_secs(1_767_225_600);
@@ -111,6 +129,11 @@ impl ManualState {
             .unwrap_or(wall)
     }
 
+    /// Steps the wall clock to `wall`, the monotonic time staying.
+    pub(crate) fn set_wall(&self, wall: SystemTime) {
+        *self.wall.lock() = (wall, self.now());
+    }
+
     /// Adds a pool to those `advance` drives. (Under loom the builder
     /// attaches none: a pool lives in loom's `Arc`, which has no `Weak`;
     /// the models drive pools through `advance_through`.)
@@ -128,9 +151,31 @@ impl ManualState {
         self.quiet_changed.notify_all();
     }
 
-    /// Moves the time to `to` unless it already is there or later.
+    /// Moves the time to `to` (at most [`LAST_INSTANT`]: a deadline past
+    /// it is never due) unless it already is there or later.
     fn move_to(&self, to: Nanos) {
-        self.now.fetch_max(to, Ordering::AcqRel);
+        self.now.fetch_max(to.min(LAST_INSTANT), Ordering::AcqRel);
+    }
+
+    /// Panics if this thread is moving this clock already: from a waker
+    /// or a drop that `advance` ran, a second move would wait for the
+    /// first, which waits for it.
+    fn assert_not_moving(&self) {
+        let this = self as *const Self as usize;
+        if MOVING.with(Cell::get) == this {
+            panic!(
+                "ManualClock::advance (or jump, or set_system_time) was called on a \
+                 thread that is moving that clock already (from a waker or a drop run \
+                 by advance): it would wait for itself"
+            );
+        }
+    }
+
+    /// Marks this thread as moving this clock until the guard is dropped.
+    fn enter(&self) -> Moving {
+        self.assert_not_moving();
+        let this = self as *const Self as usize;
+        Moving(MOVING.with(|moving| moving.replace(this)))
     }
 
     /// The pools alive on the clock.
@@ -140,8 +185,9 @@ impl ManualState {
 
     /// `advance` over `pools` (see the module doc).
     pub(crate) fn advance_through(&self, pools: &[&dyn Driven], by: Duration) {
+        let _entered = self.enter();
         let _one = self.moving.lock();
-        let target = self.now().saturating_add(nanos(by));
+        let target = self.now().saturating_add(nanos(by)).min(LAST_INSTANT);
         loop {
             self.settle(pools);
             let next = pools.iter().filter_map(|p| p.next_deadline()).min();
@@ -156,6 +202,7 @@ impl ManualState {
 
     /// `jump` over `pools`: straight to the target, then quiet.
     pub(crate) fn jump_through(&self, pools: &[&dyn Driven], by: Duration) {
+        let _entered = self.enter();
         let _one = self.moving.lock();
         self.settle(pools);
         self.move_to(self.now().saturating_add(nanos(by)));
@@ -269,10 +316,22 @@ impl ManualClock {
     /// fixed-delay task's next run is its delay after the manual instant its
     /// run ended.
     ///
+    /// The clock holds about 584 years from its start: `advance` by more
+    /// (by `Duration::MAX`) stops at its last instant, and a deadline past
+    /// that instant is *never*: a task due there stays pending (a fixed
+    /// rate of 300 years runs once, a yearly cron once a year, then
+    /// neither again), and `advance` returns. A pool that has shut down
+    /// takes no part once its workers have exited: its tasks no longer
+    /// run, and the other pools on the clock keep their time.
+    ///
     /// # Panics
     ///
     /// If called from a thread of a pool on this clock (a task, a hook):
-    /// it would wait for that very task to end.
+    /// it would wait for that very task to end. If called on the thread
+    /// that is moving this clock already (from a waker or a `Drop` that
+    /// `advance` ran there): it would wait for itself. A waker's panic is
+    /// reported to the pool's [`on_panic`](crate::Builder::on_panic) hook
+    /// as any waker's is, and the outer `advance` goes on.
     pub fn advance(&self, by: Duration) {
         let pools = self.state.pools();
         let pools: Vec<&dyn Driven> = pools.iter().map(|p| &**p).collect();
@@ -303,7 +362,8 @@ impl ManualClock {
     ///
     /// As [`advance`](Self::advance).
     pub fn set_system_time(&self, wall: SystemTime) {
-        *self.state.wall.lock() = (wall, self.state.now());
+        self.state.assert_not_moving();
+        self.state.set_wall(wall);
         self.jump(Duration::ZERO);
     }
 }

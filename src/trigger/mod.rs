@@ -46,7 +46,7 @@
 
 use std::cell::Cell;
 use std::fmt;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use crate::time::{Clock, Nanos};
 
@@ -226,7 +226,7 @@ impl<'a> TriggerContext<'a> {
     /// The wall time the last run was due at, if it was due at a wall time
     /// ([`Next::AtSystemTime`]).
     pub fn last_due_system_time(&self) -> Option<SystemTime> {
-        from_unix_nanos(self.history.last_due_wall)
+        self.history.last_due_wall
     }
 
     /// When the last run started, if it was recorded (see
@@ -264,18 +264,18 @@ impl fmt::Debug for TriggerContext<'_> {
     }
 }
 
-/// What a recurring task remembers of its runs, for its trigger. Kept to
-/// five words (it is written after every run, beside the task's hot
-/// fields): `NONE` stands for a time not recorded, and `last_due` means
-/// something only once a run has ended.
+/// What a recurring task remembers of its runs, for its trigger. Kept
+/// small (it is written after every run, beside the task's hot fields):
+/// `NONE` stands for a time not recorded, and `last_due` means something
+/// only once a run has ended.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct History {
     pub(crate) runs: u64,
     /// When the last run was due (if `runs > 0`).
     pub(crate) last_due: Nanos,
-    /// The wall time the last run was due at, in nanoseconds since the
-    /// Unix epoch, or `NONE`.
-    pub(crate) last_due_wall: u64,
+    /// The wall time the last run was due at, if it was due at one (any
+    /// `SystemTime`: 1950 and 2600 alike).
+    pub(crate) last_due_wall: Option<SystemTime>,
     pub(crate) last_start: Nanos,
     pub(crate) last_end: Nanos,
 }
@@ -285,7 +285,7 @@ impl Default for History {
         History {
             runs: 0,
             last_due: 0,
-            last_due_wall: NONE,
+            last_due_wall: None,
             last_start: NONE,
             last_end: NONE,
         }
@@ -294,20 +294,6 @@ impl Default for History {
 
 /// A time not recorded (`History`).
 pub(crate) const NONE: u64 = u64::MAX;
-
-/// `t` in nanoseconds since the Unix epoch (a time before it as the epoch;
-/// beyond 2554, the last one representable), never `NONE`.
-pub(crate) fn unix_nanos(t: SystemTime) -> u64 {
-    match t.duration_since(std::time::UNIX_EPOCH) {
-        Ok(since) => crate::time::clock::nanos(since).min(NONE - 1),
-        Err(_) => 0,
-    }
-}
-
-/// The wall time of `unix_nanos`, or `None` for `NONE`.
-pub(crate) fn from_unix_nanos(unix_nanos: u64) -> Option<SystemTime> {
-    (unix_nanos != NONE).then(|| std::time::UNIX_EPOCH + Duration::from_nanos(unix_nanos))
-}
 
 /// How a task scheduled with a trigger ended, when it ended by itself (a
 /// cancel or a panic is an `Err` of [`TaskError`](crate::TaskError)).

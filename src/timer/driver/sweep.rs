@@ -78,6 +78,14 @@ impl Timer {
         unpack_dead(self.dead.load(Ordering::SeqCst)).0
     }
 
+    /// Sweeps the dead entries out now if a cancel (or a placement made
+    /// stale) was counted since the last sweep: `metrics()` reads exact
+    /// counts. One pass over what the timer holds, under its lock, only
+    /// when something was cancelled; nothing otherwise.
+    pub(crate) fn sweep_cancelled(&self) {
+        self.sweep_for_room();
+    }
+
     /// Before `reserve` tries again after a refusal: sweeps the cancelled
     /// entries out on the calling thread if any cancel is counted, so that
     /// the limit counts live tasks only (module doc).

@@ -13,21 +13,39 @@
 //! its new deadline (`task/recurring.rs`). A run is also checked against
 //! the wall clock when it falls due (a slow drift never makes it early).
 //!
+//! # A placement that straddles a step
+//!
+//! A task's deadline is computed from one reading of both clocks; the step
+//! may come after that reading and before the task can be claimed by a
+//! check (before it is placed and back to SCHEDULED). So the placer, once
+//! the task is placed and claimable, reads the clocks' offset again
+//! ([`Timer::wall_placed`]) and hands the task's check job over itself if
+//! it moved since the deadline was computed. Either the step came before
+//! that second reading (the placer sees it and hands the check over), or
+//! after it: then the task was in the watch (it is pushed before it is
+//! placed) and claimable before the step, and the turn that notices the
+//! step hands its check over (on a manual clock, `set_system_time` runs
+//! that turn itself after it wrote the new wall time, under the lock the
+//! second reading takes). A task is thus never left at a deadline its
+//! wall time no longer stands for. (loom: `placement_vs_wall_step`.)
+//!
 //! Monotonic tasks cost nothing here: the watch is one relaxed load per
 //! turn while nothing is watched. The watch holds its tasks *weakly*: it
 //! never keeps a task (its closure, its output, what they capture) alive,
 //! and never drops the last reference to one, which would run user code on
 //! the timer thread. The references to tasks gone are pruned at most once
-//! per [`MAX_WALL_WAIT`]; a check job holds the task it checks, and is
-//! dropped on the worker that runs it, behind the worker's unwind boundary.
-
-use std::time::UNIX_EPOCH;
+//! per [`MAX_WALL_WAIT`] of the clock's time, and whenever the watch has
+//! doubled since its last pruning (an idle manual clock, on which tasks
+//! are scheduled and cancelled, holds at most twice its live tasks); a
+//! check job holds the task it checks, and is dropped on the worker that
+//! runs it, behind the worker's unwind boundary.
 
 use std::sync::Weak;
 
 use crate::sync::{AtomicUsize, Mutex, Ordering, StdArc};
 use crate::task::recurring::WALL_TOLERANCE;
 use crate::task::WallTask;
+use crate::time::clock::wall_offset;
 use crate::time::{Clock, Nanos};
 
 use super::{Timer, Workers};
@@ -50,15 +68,26 @@ struct Watched {
     offset: Option<i128>,
     /// When the ended tasks were last dropped from `tasks`.
     pruned_at: Nanos,
+    /// How many `tasks` may hold before the ended ones are dropped
+    /// whatever the time (twice what was left at the last pruning).
+    prune_at_len: usize,
+}
+
+/// The least `Watched::prune_at_len`.
+const PRUNE_AT_LEAST: usize = 64;
+
+impl Watched {
+    /// Drops the references to tasks gone; returns how many are left.
+    fn prune(&mut self) -> usize {
+        self.tasks.retain(|task| task.strong_count() > 0);
+        self.prune_at_len = (2 * self.tasks.len()).max(PRUNE_AT_LEAST);
+        self.tasks.len()
+    }
 }
 
 /// The wall clock minus the monotonic clock, in nanoseconds.
 fn offset(clock: &Clock, now: Nanos) -> i128 {
-    let wall = match clock.system_time().duration_since(UNIX_EPOCH) {
-        Ok(since) => since.as_nanos() as i128,
-        Err(before) => -(before.duration().as_nanos() as i128),
-    };
-    wall - i128::from(now)
+    wall_offset(clock.system_time(), now)
 }
 
 impl Timer {
@@ -68,11 +97,32 @@ impl Timer {
         if watched.offset.is_none() {
             watched.offset = Some(offset(&self.clock, self.clock.now()));
         }
+        if watched.tasks.len() >= watched.prune_at_len {
+            let left = watched.prune();
+            self.wall.count.store(left, Ordering::Relaxed);
+        }
         watched.tasks.push(StdArc::downgrade(&task));
         if self.wall.count.fetch_add(1, Ordering::Relaxed) == 0 {
             // The timer thread may sleep without a deadline: from now on it
             // turns at least once per `MAX_WALL_WAIT`.
             self.parker.unpark();
+        }
+    }
+
+    /// `task` was placed, and is claimable by its check job, at a deadline
+    /// computed with the clocks' offset `placed`: if the offset moved since,
+    /// the wall clock was stepped under the placement, and the task's check
+    /// job is handed over (module doc).
+    pub(crate) fn wall_placed(
+        &self,
+        pool: &impl Workers,
+        task: StdArc<dyn WallTask>,
+        placed: i128,
+    ) {
+        let now = self.clock.now();
+        if offset(&self.clock, now).abs_diff(placed) > u128::from(WALL_TOLERANCE) {
+            pool.hand_over(task.check_job());
+            pool.notify();
         }
     }
 
@@ -87,10 +137,8 @@ impl Timer {
         let mut watched = self.wall.state.lock();
         if now.saturating_sub(watched.pruned_at) >= MAX_WALL_WAIT {
             watched.pruned_at = now;
-            watched.tasks.retain(|task| task.strong_count() > 0);
-            self.wall
-                .count
-                .store(watched.tasks.len(), Ordering::Relaxed);
+            let left = watched.prune();
+            self.wall.count.store(left, Ordering::Relaxed);
             if watched.tasks.is_empty() {
                 watched.offset = None;
                 return false;
@@ -117,5 +165,95 @@ impl Timer {
             pool.notify();
         }
         true
+    }
+}
+
+/// loom model of a placement that straddles a step of the wall clock
+/// (`RUSTFLAGS="--cfg loom"`, see `loom-tests/README.md`; module doc), over
+/// a pool on a manual clock with no thread of its own: the model's threads
+/// do the timer's turns and run the queued jobs by hand.
+///
+/// `placement_vs_wall_step`: the main thread schedules a one-shot due at a
+/// wall time 10 ns ahead while another thread steps the wall clock a day
+/// forward and takes a turn of the timer (its look at the wall clock: the
+/// check jobs of the watched tasks handed over if the offset moved). Then
+/// the main thread runs what is queued and takes turns until nothing is
+/// left, the monotonic time not moved. Asserted: the task has run,
+/// whichever order the placement's clock reading, its insert, its watch,
+/// its second reading and the step took (a task placed with the offset
+/// from before the step, and not checked after it, would wait 10 ns of
+/// monotonic time that never pass); exactly once; and no live entry is
+/// left.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use std::time::Duration;
+
+    use crate::loom_support::{model, DEFAULT_POLICY};
+    use crate::pool::Pool;
+    use crate::sync::{thread, Arc, AtomicUsize, Ordering, StdArc};
+    use crate::task::Once;
+    use crate::time::{Clock, ManualClock};
+    use crate::timer::driver::Timer;
+    use crate::trigger::{self, Next};
+
+    #[test]
+    fn placement_vs_wall_step() {
+        model("timer::placement_vs_wall_step", || {
+            let clock = ManualClock::new();
+            let state = StdArc::clone(clock.state());
+            let timer = Timer::with_clock(
+                Default::default(),
+                DEFAULT_POLICY,
+                usize::MAX,
+                Clock::manual(StdArc::clone(&state)),
+            );
+            let (pool, _deques) = Pool::new(1, Default::default(), timer);
+            let pool = Arc::new(pool);
+            // No timer thread: commands that find the queue full are
+            // applied by whoever pushes them, as once it has exited
+            // (`commands.rs`).
+            pool.timer.timer_thread_exits();
+            let start = state.system_time();
+            let stepping = {
+                let (pool, state) = (Arc::clone(&pool), StdArc::clone(&state));
+                thread::spawn(move || {
+                    state.set_wall(start + Duration::from_secs(86_400));
+                    pool.timer.hand_over_at(&*pool, 0);
+                })
+            };
+            let ran = Arc::new(AtomicUsize::new(0));
+            let r = Arc::clone(&ran);
+            let due = Next::AtSystemTime(start + Duration::from_nanos(10));
+            let _task = pool
+                .schedule_recurring(
+                    Once(Some(move || r.fetch_add(1, Ordering::SeqCst))),
+                    trigger::Once(due),
+                    false,
+                    (),
+                )
+                .map_err(|_| "refused")
+                .expect("the pool accepts it");
+            stepping.join().unwrap();
+            loop {
+                pool.timer.hand_over_at(&*pool, 0);
+                let queued = pool.take_queued();
+                if queued.is_empty() {
+                    break;
+                }
+                for job in queued {
+                    job.run(&*pool);
+                    pool.jobs_ended(1);
+                }
+            }
+            assert_eq!(
+                ran.load(Ordering::SeqCst),
+                1,
+                "the step passed its wall time"
+            );
+            assert_eq!(state.now(), 0, "no monotonic time passed");
+            // The placements made stale: none of them live.
+            pool.timer.sweep_cancelled();
+            assert_eq!(pool.timer.pending(), 0);
+        });
     }
 }

@@ -403,7 +403,7 @@ fn answer(
     let clock = Clock::manual(ManualClock::starting_at(now).state().clone());
     let history = History {
         runs,
-        last_due_wall: last_due.map_or(crate::trigger::NONE, crate::trigger::unix_nanos),
+        last_due_wall: last_due,
         ..History::default()
     };
     match c.next(&TriggerContext::new(&clock, &history))? {
