@@ -147,7 +147,7 @@ impl PollLoop {
 
     fn conn(&mut self) -> Result<&mut Box<dyn Conn>, StoreError> {
         if self.conn.is_none() {
-            self.conn = Some(self.store.connect(Role::Poll)?);
+            self.conn = Some(self.store.connect(Role::Poll(&self.shared.owner))?);
         }
         Ok(self.conn.as_mut().expect("connected above"))
     }

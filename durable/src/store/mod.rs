@@ -243,8 +243,10 @@ pub(crate) enum Role<'a> {
     /// PostgreSQL it holds the owner's session lock, which tells the other
     /// schedulers it is alive.
     Runs(#[cfg_attr(not(feature = "postgres"), allow(dead_code))] &'a Owner),
-    /// The poll loop's (due jobs, take-overs, retention).
-    Poll,
+    /// The poll loop's (due jobs, take-overs, retention) for `owner`: on
+    /// PostgreSQL it holds the owner's session lock too, so that one
+    /// connection cut alone does not make a live owner look dead.
+    Poll(#[cfg_attr(not(feature = "postgres"), allow(dead_code))] &'a Owner),
     /// The listener's, on a store that [notifies](Store::notifies).
     Listen,
 }

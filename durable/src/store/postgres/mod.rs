@@ -16,10 +16,13 @@
 //!
 //! # A crashed process is seen at once
 //!
-//! The run loop's connection holds a session-level advisory lock keyed by
-//! its owner's random lock key (stored in each row it claims). The server
-//! drops the lock when the session ends, which it does as soon as it sees
-//! the connection close: when the process dies, the kernel closes it. A
+//! The run loop's connection and the poll loop's each hold a session-level
+//! advisory lock, in shared mode, keyed by their owner's random lock key
+//! (stored in each row it claims). The server drops a session's lock when
+//! the session ends, which it does as soon as it sees the connection
+//! close: when the process dies, the kernel closes both. One session ended
+//! alone (an admin's `pg_terminate_backend`, a proxy that closed one
+//! connection) leaves the other's: the owner still looks alive. A
 //! poll that finds an owner's lock gone looks again a moment later
 //! ([`REAP_CONFIRM`](super::REAP_CONFIRM)), and if it still is, ends the
 //! leases of its running rows ([`Conn::reap`]): a crashed process's runs
@@ -120,17 +123,20 @@ impl PgStore {
 
 impl Store for PgStore {
     fn connect(&self, role: Role<'_>) -> Result<Box<dyn Conn>, StoreError> {
-        let lock = match role {
-            Role::Runs(owner) => Some(Lock {
-                key: owner.lock,
-                held: false,
-            }),
-            Role::Poll | Role::Listen => None,
+        let (lock, name) = match role {
+            Role::Runs(owner) => (Some(owner.lock), "chronopool-durable runs"),
+            Role::Poll(owner) => (Some(owner.lock), "chronopool-durable poll"),
+            Role::Listen => (None, "chronopool-durable listen"),
         };
+        let mut config = self.config.clone();
+        if config.get_application_name().is_none() {
+            // What `pg_stat_activity` shows an operator for each session.
+            config.application_name(name);
+        }
         Ok(Box::new(PgConn {
-            config: self.config.clone(),
+            config,
             client: None,
-            lock,
+            lock: lock.map(|key| Lock { key, held: false }),
             listens: matches!(role, Role::Listen),
         }))
     }
@@ -207,7 +213,9 @@ fn pg_error(e: postgres::Error) -> StoreError {
     StoreError::new(message, code, transient, Some(Box::new(e)))
 }
 
-/// The run loop's session lock (module doc).
+/// The owner's session lock (module doc), held in shared mode by the run
+/// loop's connection and the poll loop's: the owner looks alive while
+/// either session holds it.
 struct Lock {
     key: i64,
     /// Taken on this connection. A connection whose predecessor's session
@@ -257,7 +265,7 @@ impl PgConn {
         }
         let client = self.client.as_mut().expect("connected above");
         if let Some(lock) = self.lock.as_mut().filter(|l| !l.held) {
-            match client.query_one("SELECT pg_try_advisory_lock($1)", &[&lock.key]) {
+            match client.query_one("SELECT pg_try_advisory_lock_shared($1)", &[&lock.key]) {
                 Ok(row) => lock.held = row.get(0),
                 Err(e) => return Err(self.failed(e)),
             }
