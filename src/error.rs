@@ -1,68 +1,16 @@
-//! The errors of the executor's API: why a timed join returned without a
-//! value ([`JoinTimeoutError`]) and why a configuration was refused
-//! ([`BuildError`]). Why a task produced no value ([`TaskError`],
-//! [`PanicPayload`]) is the task layer's (`task/error.rs`); why a
-//! submission was refused ([`SubmitError`](crate::SubmitError)) the pool's
+//! Why a configuration was refused ([`BuildError`]). The other errors
+//! live with what they describe: why a timed join returned without a value
+//! ([`JoinTimeoutError`](crate::JoinTimeoutError)) with the handles
+//! (`handle/join_timeout.rs`), why a task produced no value
+//! ([`TaskError`](crate::TaskError), [`PanicPayload`](crate::PanicPayload))
+//! with the tasks (`task/error.rs`), why a submission was refused
+//! ([`SubmitError`](crate::SubmitError)) with the pool
 //! (`pool/submit_error.rs`).
 
 use std::fmt;
 use std::time::Duration;
 
-use crate::task::{PanicPayload, TaskError};
-
-/// Why a timed join ([`TaskHandle::join_timeout`](crate::TaskHandle::join_timeout),
-/// [`ScheduledHandle::join_timeout`](crate::ScheduledHandle::join_timeout),
-/// [`PeriodicHandle::join_timeout`](crate::PeriodicHandle::join_timeout))
-/// returned without a value. `H` is the handle, given back on a time-out.
-pub enum JoinTimeoutError<H> {
-    /// The task did not finish in time. The handle is given back: join it
-    /// again, cancel it, or drop it to detach the task.
-    TimedOut(H),
-    /// The task finished without a value (it was cancelled or panicked).
-    Failed(TaskError),
-}
-
-impl<H> JoinTimeoutError<H> {
-    /// True if the wait timed out (the task may still run).
-    pub fn is_timeout(&self) -> bool {
-        matches!(self, JoinTimeoutError::TimedOut(_))
-    }
-
-    /// Gives the handle back in `TimedOut`, turning the other error type.
-    pub(crate) fn map_handle<G>(self, f: impl FnOnce(H) -> G) -> JoinTimeoutError<G> {
-        match self {
-            JoinTimeoutError::TimedOut(h) => JoinTimeoutError::TimedOut(f(h)),
-            JoinTimeoutError::Failed(e) => JoinTimeoutError::Failed(e),
-        }
-    }
-}
-
-impl<H: fmt::Debug> fmt::Debug for JoinTimeoutError<H> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JoinTimeoutError::TimedOut(h) => f.debug_tuple("TimedOut").field(h).finish(),
-            JoinTimeoutError::Failed(e) => f.debug_tuple("Failed").field(e).finish(),
-        }
-    }
-}
-
-impl<H> fmt::Display for JoinTimeoutError<H> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JoinTimeoutError::TimedOut(_) => f.write_str("timed out waiting for the task"),
-            JoinTimeoutError::Failed(e) => fmt::Display::fmt(e, f),
-        }
-    }
-}
-
-impl<H: fmt::Debug> std::error::Error for JoinTimeoutError<H> {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            JoinTimeoutError::TimedOut(_) => None,
-            JoinTimeoutError::Failed(e) => Some(e),
-        }
-    }
-}
+use crate::task::PanicPayload;
 
 /// A configuration that [`Builder::build`](crate::Builder::build) refused,
 /// or a worker thread the operating system would not start.

@@ -118,20 +118,25 @@
 //!
 //! # The source, layer by layer
 //!
-//! Each layer uses only the layers below it (`tests/layers.rs` checks it):
+//! Each layer uses only the layers below it. The order is written once, in
+//! the repository's `tests/layers.rs`, which checks every path of the
+//! library's code against it; from the top:
 //!
-//! * the API (the files at the root of `src/`, `handle/`, `future/`): the
-//!   executor, the builder, the handles, the timer futures, the errors;
+//! * the API (`executor.rs`, `builder.rs`, `task_builder.rs`, the
+//!   `BuildError`), over the handles, the timer futures, the metrics and
+//!   what a task may call on its own pool (`handle/`, `future/`,
+//!   `metrics.rs`, `pending.rs`, `current.rs`, `busy.rs`);
 //! * `pool/`: the queues, the workers and their sleep, the lifecycle;
 //! * `timer/`: the delayed work queue backends (`queue/`) and the timer
 //!   thread (`driver/`), which sees the pool only through a trait;
 //! * `task/`: the task cells and the jobs the queues move, which see
 //!   whatever runs them only through `TaskContext`;
 //! * `trigger/`: when a recurring task runs next ([`trigger`]);
-//! * `time/`: the executor's clock and the manual clock; `sync/`: the synchronisation
-//!   primitives, which, built with `RUSTFLAGS="--cfg loom"`, are [loom]'s
-//!   model-checked ones (the `loom-tests` crate of the repository holds the
-//!   models of whole pools; the models of each protocol sit beside it).
+//! * `time/`: the executor's clock and the manual clock; `sync/`: the
+//!   synchronisation primitives, which, built with `RUSTFLAGS="--cfg
+//!   loom"`, are [loom]'s model-checked ones (the `loom-tests` crate of the
+//!   repository holds the models of whole pools; the models of each
+//!   protocol sit beside it).
 //!
 //! [loom]: https://docs.rs/loom
 
@@ -168,9 +173,11 @@ pub struct ReadmeDoctests;
 pub use builder::{Builder, MAX_TIMER_SPIN, MAX_WORKER_THREADS};
 pub use busy::Busy;
 pub use current::{cancelled, execute, schedule, submit, task_id, task_name};
-pub use error::{BuildError, JoinTimeoutError};
+pub use error::BuildError;
 pub use executor::{ScheduledExecutor, WeakExecutor};
-pub use handle::{CancelHandle, PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle};
+pub use handle::{
+    CancelHandle, JoinTimeoutError, PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle,
+};
 pub use metrics::{Lateness, Metrics};
 pub use pending::PendingTask;
 pub use pool::{SubmitError, SubmitErrorKind};

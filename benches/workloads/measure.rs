@@ -299,8 +299,8 @@ fn machine_busy() -> (i64, usize) {
     if ticks.len() < 8 {
         return (0, cpus.max(1));
     }
-    // SAFETY: sysconf has no preconditions.
     #[allow(clippy::unnecessary_cast)] // c_long is not i64 everywhere
+    // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as i64;
     let busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6] + ticks[7];
     (busy * (1_000_000_000 / hz), cpus.max(1))

@@ -1,8 +1,8 @@
 //! Timer futures served by the executor's timer, for async code on any
-//! runtime: [`Sleep`] ([`ScheduledExecutor::sleep`],
-//! [`sleep_until`](ScheduledExecutor::sleep_until)), [`Timeout`]
-//! ([`ScheduledExecutor::timeout`]) and [`Interval`]
-//! ([`ScheduledExecutor::interval`]).
+//! runtime: [`Sleep`] ([`ScheduledExecutor::sleep`](crate::ScheduledExecutor::sleep),
+//! [`sleep_until`](crate::ScheduledExecutor::sleep_until)), [`Timeout`]
+//! ([`ScheduledExecutor::timeout`](crate::ScheduledExecutor::timeout)) and [`Interval`]
+//! ([`ScheduledExecutor::interval`](crate::ScheduledExecutor::interval)).
 //!
 //! They need no runtime of their own: a timer future registers with the
 //! executor's timer on its first poll, and when its deadline comes the
@@ -35,7 +35,7 @@
 //! **When the executor shuts down.** A timer future already registered
 //! fires at its deadline if the executor keeps delayed tasks at shutdown
 //! (the default), and ends at once when it discards them
-//! ([`shutdown_now`](ScheduledExecutor::shutdown_now), the last handle
+//! ([`shutdown_now`](crate::ScheduledExecutor::shutdown_now), the last handle
 //! dropped, or [`keep_delayed_tasks_on_shutdown(false)`](crate::Builder::keep_delayed_tasks_on_shutdown)).
 //! One first polled after `shutdown` ends at once. Either way nothing waits
 //! for a timer that will never fire; [`Sleep::is_elapsed`] tells which it
@@ -48,6 +48,3 @@ mod timeout;
 pub use interval::Interval;
 pub use sleep::Sleep;
 pub use timeout::{Elapsed, Timeout};
-
-#[allow(unused_imports)] // for the docs' links
-use crate::ScheduledExecutor;

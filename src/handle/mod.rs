@@ -5,12 +5,14 @@
 //! and its drops report panics of user code to.
 
 mod cancel;
+mod join_timeout;
 mod periodic;
 mod scheduled;
 mod task;
 mod trigger;
 
 pub use cancel::CancelHandle;
+pub use join_timeout::JoinTimeoutError;
 pub use periodic::PeriodicHandle;
 pub use scheduled::ScheduledHandle;
 pub use task::TaskHandle;

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use crate::error::JoinTimeoutError;
+use super::JoinTimeoutError;
 use crate::pool::Pool;
 use crate::sync::{Arc, StdArc};
 use crate::task::recurring::{Body, Once, OnceView, RecurringTask};

@@ -123,9 +123,10 @@ struct VTableOf<U>(std::marker::PhantomData<U>);
 
 impl<U: Unit> VTableOf<U> {
     const VTABLE: VTable = VTable {
-        // SAFETY (of both): `Job` calls one of these once, on the slot
-        // that `Job::new::<U>` filled, and never touches the slot afterwards.
+        // SAFETY: `Job` calls `run` or `cancel` once, on the slot that
+        // `Job::new::<U>` filled, and never touches the slot afterwards.
         run: |slot, ctx| unsafe { take::<U>(slot) }.run(ctx),
+        // SAFETY: as `run`'s.
         cancel: |slot, ctx| unsafe { take::<U>(slot) }.cancel(ctx),
         // SAFETY: `Job` calls it on the filled slot before the value is taken.
         identity: |slot| unsafe { peek::<U>(slot) }.identity(),
