@@ -274,8 +274,9 @@ where
     pub(crate) fn refuse(this: &StdArc<Self>, ctx: &dyn TaskContext) -> B {
         let claimed = this.header.leave_scheduled(RUNNING).is_some();
         debug_assert!(claimed, "a refused task was never handed to the timer");
-        let owned = this.owned();
-        let body = owned.job.take().expect("a refused task holds its body");
+        // SAFETY: claimed above (RUNNING): nobody else touches `owned`.
+        let body = unsafe { this.with_owned(|owned| owned.job.take()) };
+        let body = body.expect("a refused task holds its body");
         this.stop(ctx);
         body
     }
@@ -294,14 +295,20 @@ where
         })
     }
 
-    /// The owned part. Only the holder of RUNNING (or the canceller that
-    /// won) calls this, and never twice at once.
-    #[allow(clippy::mut_from_ref)]
-    fn owned(&self) -> &mut Owned<B, G> {
-        // SAFETY: the caller holds RUNNING or won SCHEDULED -> CANCELLED,
-        // which makes it the only thread touching `owned` (module doc);
-        // the borrow ends before it gives that up.
-        self.owned.with_mut(|owned| unsafe { &mut *owned })
+    /// Runs `f` on the owned part, inside the cell's access (under loom,
+    /// checked for the whole of `f`).
+    ///
+    /// # Safety
+    ///
+    /// The caller holds RUNNING, or won SCHEDULED -> CANCELLED (module
+    /// doc): no other thread touches `owned` until it gives that up, which
+    /// it does only after this returns. `f` does not reach `owned` again
+    /// (no nested call).
+    unsafe fn with_owned<R>(&self, f: impl FnOnce(&mut Owned<B, G>) -> R) -> R {
+        self.owned.with_mut(|owned| {
+            // SAFETY: the caller's right (above): this is the only access.
+            f(unsafe { &mut *owned })
+        })
     }
 
     /// Asks the trigger for the next deadline (the caller holds RUNNING),
@@ -313,12 +320,24 @@ where
         ctx: &dyn TaskContext,
     ) -> Result<Option<Placed>, PanicPayload> {
         self.install_replacement(ctx);
+        // SAFETY: the caller holds RUNNING; the trigger and the code below
+        // never reach `owned`.
+        unsafe { self.with_owned(|owned| self.next_deadline_of(ctx, owned)) }
+    }
+
+    /// [`next_deadline`](Self::next_deadline), on the owned part.
+    #[inline]
+    fn next_deadline_of(
+        self: &StdArc<Self>,
+        ctx: &dyn TaskContext,
+        owned: &mut Owned<B, G>,
+    ) -> Result<Option<Placed>, PanicPayload> {
         let Owned {
             trigger,
             history,
             wall_due,
             ..
-        } = self.owned();
+        } = owned;
         let context = TriggerContext::new(ctx.clock(), history);
         // The trigger the task was scheduled with is called directly (a
         // fixed rate's arithmetic inlines here); a replaced one through
@@ -378,7 +397,10 @@ where
         let Some(new) = new else {
             return;
         };
-        let old = std::mem::replace(&mut self.owned().trigger, Current::Replaced(new));
+        // SAFETY: the caller holds RUNNING.
+        let old = unsafe {
+            self.with_owned(|owned| std::mem::replace(&mut owned.trigger, Current::Replaced(new)))
+        };
         ctx.drop_reporting(old);
     }
 
@@ -422,7 +444,8 @@ where
                     }
                 },
                 From::Wall => {
-                    if let Some(at) = self.owned().wall_due {
+                    // SAFETY: the caller holds RUNNING.
+                    if let Some(at) = unsafe { self.with_owned(|owned| owned.wall_due) } {
                         let placed = Self::deadline_of_wall(ctx, at);
                         self.deadline.store(placed.deadline, Ordering::Relaxed);
                         wall_offset = placed.wall_offset;
@@ -484,7 +507,8 @@ where
                 RunOutcome::Skipped
             };
         }
-        let wall = this.owned().wall_due;
+        // SAFETY: claimed above (RUNNING), here to the end.
+        let wall = unsafe { this.with_owned(|owned| owned.wall_due) };
         if let Some(at) = wall {
             // Due on the monotonic clock, not yet on the wall clock (it was
             // stepped back, or drifted): wait for it, unless the pool has
@@ -498,13 +522,19 @@ where
         let _span = trace::run(B::KIND, &this.header, this.label.name(), || {
             Some(ctx.now().saturating_sub(deadline))
         });
-        let owned = this.owned();
-        let records = owned.records_run_times();
-        let start = if records { ctx.now() } else { NONE };
-        let Some(job) = owned.job.as_mut() else {
-            unreachable!("a task holds its closure until it ends");
+        // SAFETY: RUNNING is held. The closure may use the task's handle
+        // (cancel, reschedule), which never reaches `owned` while RUNNING.
+        let (records, start, ran) = unsafe {
+            this.with_owned(|owned| {
+                let records = owned.records_run_times();
+                let start = if records { ctx.now() } else { NONE };
+                let Some(job) = owned.job.as_mut() else {
+                    unreachable!("a task holds its closure until it ends");
+                };
+                (records, start, this.run_catching(|| job.call()))
+            })
         };
-        match this.run_catching(|| job.call()) {
+        match ran {
             Err(payload) => {
                 this.end_panicked(ctx, payload);
                 RunOutcome::Panicked
@@ -514,14 +544,17 @@ where
                 RunOutcome::Completed
             }
             Ok(ControlFlow::Continue(())) => {
-                let owned = this.owned();
-                owned.history = History {
-                    runs: owned.history.runs + 1,
+                let history = |runs| History {
+                    runs,
                     last_due: this.deadline.load(Ordering::Relaxed),
                     last_due_wall: wall,
                     last_start: start,
                     last_end: if records { ctx.now() } else { NONE },
                 };
+                // SAFETY: RUNNING is still held.
+                unsafe {
+                    this.with_owned(|owned| owned.history = history(owned.history.runs + 1));
+                }
                 // The closure is dropped (user code) only after the
                 // re-arm's admission has ended: `shutdown_now` waits for
                 // admitted re-arms, so a destructor that calls it must not
@@ -560,11 +593,15 @@ where
     /// Drops the closure and the triggers. Only their owner (module doc)
     /// calls this.
     fn drop_user_code(&self, ctx: &dyn TaskContext) {
-        let owned = self.owned();
-        let user_code = (
-            owned.job.take(),
-            std::mem::replace(&mut owned.trigger, Current::Gone),
-        );
+        // SAFETY: only their owner calls this (its callers' doc).
+        let user_code = unsafe {
+            self.with_owned(|owned| {
+                (
+                    owned.job.take(),
+                    std::mem::replace(&mut owned.trigger, Current::Gone),
+                )
+            })
+        };
         let replacement = self.replacement.lock().take();
         let name = self.label.name();
         ctx.drop_reporting_as(&self.header, name, user_code);
@@ -1154,9 +1191,11 @@ mod loom_model {
                 Repeat(move || {
                     let _keep = &guard;
                     let before = s.cancelled.load(Ordering::SeqCst);
-                    // SAFETY (both): the task protocol orders the runs.
+                    // SAFETY: the task protocol orders the runs, the only
+                    // accesses to the log until the model reads it.
                     s.log.with_mut(|log| unsafe { (*log).runs += 1 });
                     let after = s.cancelled.load(Ordering::SeqCst);
+                    // SAFETY: as above.
                     s.log.with_mut(|log| unsafe {
                         if before {
                             (*log).started_after_cancel += 1;
