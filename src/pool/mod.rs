@@ -40,7 +40,7 @@ use std::cell::Cell;
 use std::ptr;
 
 use crate::sync::deque::{Injector, Steal, Stealer, Worker};
-use crate::sync::{fence, Arc, AtomicU64, CachePadded, Ordering, StdArc};
+use crate::sync::{fence, Arc, AtomicBool, AtomicU64, CachePadded, Ordering, StdArc};
 use crate::task::recurring::Body;
 use crate::task::trace;
 use crate::task::{
@@ -103,6 +103,9 @@ pub(crate) struct Pool {
     /// events, counted in shared words).
     pub(crate) rejected: AtomicU64,
     pub(crate) timed_out: AtomicU64,
+    /// `shutdown_now` has taken the queued jobs out: what is queued after
+    /// that, once the workers have exited, is stranded (`give_up_stranded`).
+    drained: AtomicBool,
     /// Fixed-rate runs skipped and delayed by `MissedRuns` (late runs
     /// only: rare).
     pub(crate) skipped_runs: AtomicU64,
@@ -129,6 +132,7 @@ impl Pool {
             job_count,
             rejected: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
+            drained: AtomicBool::new(false),
             skipped_runs: AtomicU64::new(0),
             delayed_runs: AtomicU64::new(0),
         };
@@ -510,6 +514,7 @@ impl Pool {
         // Those from the queues leave them unrun (the timer's were never
         // queued).
         self.jobs_ended(drained.len() - from_the_timer);
+        self.drained.store(true, Ordering::SeqCst);
         drained
     }
 
@@ -518,8 +523,13 @@ impl Pool {
     /// left, or after `shutdown_now`): nobody will run them. As `Drop`
     /// would, now, so that `metrics` counts none queued and a manual
     /// clock does not wait for them (`Driven`).
+    ///
+    /// Not while a `shutdown_now` may still take them out to return them
+    /// (the workers exit as it starts): only once it has (`drained`).
     pub(crate) fn give_up_stranded(&self) {
-        if !self.lifecycle.is_terminated() {
+        if !self.lifecycle.is_terminated()
+            || (self.lifecycle.is_stopped() && !self.drained.load(Ordering::SeqCst))
+        {
             return;
         }
         let mut left = Vec::new();
@@ -554,8 +564,12 @@ impl Pool {
         taken
     }
 
-    /// Jobs in the queues right now (a snapshot).
+    /// Jobs in the queues right now (a snapshot): none once every worker
+    /// has exited (those left will never run, and are given up).
     pub(crate) fn queued_jobs(&self) -> usize {
+        if self.lifecycle.is_terminated() {
+            return 0;
+        }
         self.injector.len() + self.stealers.iter().map(Stealer::len).sum::<usize>()
     }
 
@@ -662,6 +676,10 @@ impl Workers for Pool {
 
     fn all_exited(&self) -> bool {
         self.lifecycle.is_terminated()
+    }
+
+    fn give_up_stranded(&self) {
+        Pool::give_up_stranded(self);
     }
 
     fn some_worker_sleeps(&self) -> bool {

@@ -270,6 +270,9 @@ pub(crate) trait Workers: TaskContext {
     fn is_shut_down(&self) -> bool;
     /// True once every worker has exited.
     fn all_exited(&self) -> bool;
+    /// Gives up the jobs left in the queues once every worker has exited
+    /// (nobody will run them).
+    fn give_up_stranded(&self);
     /// Whether some worker sleeps (a racy hint, for the spin before a
     /// deadline).
     fn some_worker_sleeps(&self) -> bool;
@@ -300,6 +303,8 @@ fn run_with_clock(pool: &impl Workers, now: impl Fn() -> Nanos, mut waiting: Wai
         match turn(pool, &now) {
             Turn::Exit => {
                 timer.timer_thread_exits();
+                // What this thread handed over as the last worker left.
+                pool.give_up_stranded();
                 break;
             }
             Turn::Again => continue,

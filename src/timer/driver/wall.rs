@@ -131,7 +131,8 @@ impl Timer {
     /// stepped. True if tasks are watched (the caller sleeps at most
     /// [`MAX_WALL_WAIT`]).
     pub(super) fn check_wall(&self, pool: &impl Workers, now: Nanos) -> bool {
-        if self.wall.count.load(Ordering::Relaxed) == 0 {
+        if self.wall.count.load(Ordering::Relaxed) == 0 || pool.all_exited() {
+            // Nothing watched, or nobody left to run a check.
             return false;
         }
         let mut watched = self.wall.state.lock();
