@@ -265,6 +265,14 @@ impl RunLoop {
         }
     }
 
+    /// True if a run of `key` held here is live (its lease still ours as
+    /// far as the last renewal knew).
+    fn holds_live(&self, key: &str) -> bool {
+        self.held
+            .iter()
+            .any(|(fence, held)| held.renew && fence.key == key)
+    }
+
     fn renewal_due(&self) -> bool {
         !self.held.is_empty() && Instant::now() >= self.renew_at
     }
@@ -404,6 +412,14 @@ impl RunLoop {
             let Some(fire) = self.fires.pop_front() else {
                 break;
             };
+            if fire.expired && self.holds_live(&fire.key) {
+                // This process's own run of it is live: its lease ended
+                // under a stall of this process (a slow store, a loaded
+                // machine). Renewed now, not run a second time here.
+                self.renew_at = Instant::now();
+                self.drop_fire(fire);
+                continue;
+            }
             if seen.insert(fire.key.clone()) {
                 self.unplace(&fire);
                 keys.push(fire.key.clone());
