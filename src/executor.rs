@@ -18,7 +18,7 @@ use crate::pool::{worker, Pool, SubmitError, SubmitErrorKind};
 use crate::sync::thread::JoinHandle;
 use crate::sync::Ordering;
 use crate::sync::{Arc, Mutex, StdArc};
-use crate::task::{Label, Once, Repeat, Until};
+use crate::task::{Label, OneShot, Repeat, Until};
 use crate::task_builder::TaskBuilder;
 use crate::trigger::{self, FixedDelay, FixedRate, MissedRuns, Next, Trigger};
 
@@ -785,8 +785,8 @@ impl ScheduledExecutor {
         let pool = self.pool();
         let once = trigger::Once(Next::AtSystemTime(at));
         let cell = pool
-            .schedule_recurring(Once(Some(f)), once, false, label)
-            .map_err(|e| e.map_job(|Once(f)| f.expect("a refused task was never run")))?;
+            .schedule_recurring(OneShot(Some(f)), once, false, label)
+            .map_err(|e| e.map_job(|OneShot(f)| f.expect("a refused task was never run")))?;
         Ok(ScheduledHandle::once(cell, Arc::clone(pool)))
     }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::JoinTimeoutError;
 use crate::pool::Pool;
 use crate::sync::{Arc, StdArc};
-use crate::task::recurring::{Body, Once, OnceView, RecurringTask};
+use crate::task::recurring::{Body, OnceView, OneShot, RecurringTask};
 use crate::task::{Joinable, Label, TaskError, TimerEntry};
 use crate::trigger::Trigger;
 
@@ -48,13 +48,16 @@ impl<T> ScheduledHandle<T> {
     }
 
     /// The handle of a one-shot task at a wall time.
-    pub(crate) fn once<F, G, L>(cell: StdArc<RecurringTask<Once<F>, G, L>>, pool: Arc<Pool>) -> Self
+    pub(crate) fn once<F, G, L>(
+        cell: StdArc<RecurringTask<OneShot<F>, G, L>>,
+        pool: Arc<Pool>,
+    ) -> Self
     where
         F: FnOnce() -> T + Send + 'static,
         G: Trigger,
         T: Send + 'static,
         L: Label,
-        Once<F>: Body<Output = T>,
+        OneShot<F>: Body<Output = T>,
     {
         ScheduledHandle {
             handle: TaskHandle::new(StdArc::new(OnceView(cell)), pool),

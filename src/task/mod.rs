@@ -48,6 +48,6 @@ pub use error::{PanicPayload, TaskError};
 pub use id::TaskId;
 pub(crate) use job::{Job, RunOutcome};
 pub(crate) use name::Label;
-pub(crate) use recurring::{Once, RecurringTask, Repeat, Reschedulable, Until};
+pub(crate) use recurring::{OneShot, RecurringTask, Repeat, Reschedulable, Until};
 pub(crate) use scheduled::ScheduledTask;
 pub(crate) use state::{Cancellable, Header, Joinable};

@@ -147,9 +147,9 @@ where
 }
 
 /// A one-shot closure: its run ends the task with its value.
-pub(crate) struct Once<F>(pub(crate) Option<F>);
+pub(crate) struct OneShot<F>(pub(crate) Option<F>);
 
-impl<F, T> Body for Once<F>
+impl<F, T> Body for OneShot<F>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -205,7 +205,7 @@ unsafe impl<B: Body, G: Send, L: Sync> Sync for RecurringTask<B, G, L> {}
 
 /// Where the next deadline comes from, for [`RecurringTask::place`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum From {
+enum Source {
     /// The trigger (after a run, or a reschedule).
     Trigger,
     /// The wall time the task waits for (the wall clock moved).
@@ -419,7 +419,7 @@ where
     fn place(
         self: &StdArc<Self>,
         ctx: &dyn TaskContext,
-        mut from: From,
+        mut from: Source,
         in_timer: bool,
         keep_if_refused: bool,
     ) -> bool {
@@ -432,7 +432,7 @@ where
         loop {
             let mut wall_offset = None;
             match from {
-                From::Trigger => match self.next_deadline(ctx) {
+                Source::Trigger => match self.next_deadline(ctx) {
                     Ok(Some(placed)) => wall_offset = placed.wall_offset,
                     Ok(None) => {
                         self.end(ctx, Ok(Ended::ByTrigger));
@@ -443,7 +443,7 @@ where
                         return dead_entry();
                     }
                 },
-                From::Wall => {
+                Source::Wall => {
                     // SAFETY: the caller holds RUNNING.
                     if let Some(at) = unsafe { self.with_owned(|owned| owned.wall_due) } {
                         let placed = Self::deadline_of_wall(ctx, at);
@@ -485,7 +485,7 @@ where
             }
             match reset {
                 // A reschedule came: ask the (new) trigger again.
-                Some(Reset::Rescheduled) => from = From::Trigger,
+                Some(Reset::Rescheduled) => from = Source::Trigger,
                 // The pool takes no re-arm, and the caller will run it.
                 None if keep_if_refused && !in_timer => return false,
                 // A cancel came, or the pool takes no re-arm (shut down).
@@ -513,7 +513,7 @@ where
             // Due on the monotonic clock, not yet on the wall clock (it was
             // stepped back, or drifted): wait for it, unless the pool has
             // stopped (the task is run by hand, from `shutdown_now`).
-            if ctx.clock().system_time() < at && this.place(ctx, From::Wall, false, true) {
+            if ctx.clock().system_time() < at && this.place(ctx, Source::Wall, false, true) {
                 return RunOutcome::Skipped;
             }
         }
@@ -559,7 +559,7 @@ where
                 // re-arm's admission has ended: `shutdown_now` waits for
                 // admitted re-arms, so a destructor that calls it must not
                 // run inside one.
-                this.place(ctx, From::Trigger, false, false);
+                this.place(ctx, Source::Trigger, false, false);
                 RunOutcome::Completed
             }
         }
@@ -649,7 +649,7 @@ where
         ctx.drop_reporting(unapplied);
         match this.header.request_reschedule() {
             RescheduleRequest::Claimed => {
-                this.place(ctx, From::Trigger, true, false);
+                this.place(ctx, Source::Trigger, true, false);
                 true
             }
             RescheduleRequest::Requested => true,
@@ -672,7 +672,7 @@ where
         // deadline that wall time stands for now (a fresh entry even if
         // that did not move: the claim cannot be handed back, see the
         // module doc).
-        this.place(ctx, From::Wall, true, false);
+        this.place(ctx, Source::Wall, true, false);
         RunOutcome::Skipped
     }
 }
@@ -899,11 +899,11 @@ where
     }
 }
 
-/// A one-shot task at a wall time (a [`Once`] body), seen as a task with
+/// A one-shot task at a wall time (a [`OneShot`] body), seen as a task with
 /// output `T`: its run ends it with its value.
 pub(crate) struct OnceView<C>(pub(crate) StdArc<C>);
 
-impl<F, G, T, L> Cancellable for OnceView<RecurringTask<Once<F>, G, L>>
+impl<F, G, T, L> Cancellable for OnceView<RecurringTask<OneShot<F>, G, L>>
 where
     F: FnOnce() -> T + Send + 'static,
     G: Trigger,
@@ -927,7 +927,7 @@ where
     }
 }
 
-impl<F, G, T, L> Joinable<T> for OnceView<RecurringTask<Once<F>, G, L>>
+impl<F, G, T, L> Joinable<T> for OnceView<RecurringTask<OneShot<F>, G, L>>
 where
     F: FnOnce() -> T + Send + 'static,
     G: Trigger,

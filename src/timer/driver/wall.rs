@@ -192,7 +192,7 @@ mod loom_model {
     use crate::loom_support::{model, DEFAULT_POLICY};
     use crate::pool::Pool;
     use crate::sync::{thread, Arc, AtomicUsize, Ordering, StdArc};
-    use crate::task::Once;
+    use crate::task::OneShot;
     use crate::time::{Clock, ManualClock};
     use crate::timer::driver::Timer;
     use crate::trigger::{self, Next};
@@ -227,7 +227,7 @@ mod loom_model {
             let due = Next::AtSystemTime(start + Duration::from_nanos(10));
             let _task = pool
                 .schedule_recurring(
-                    Once(Some(move || r.fetch_add(1, Ordering::SeqCst))),
+                    OneShot(Some(move || r.fetch_add(1, Ordering::SeqCst))),
                     trigger::Once(due),
                     false,
                     (),
