@@ -9,26 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use chronopool::{ManualClock, MissedRuns, ScheduledExecutor, TimerQueue, MANUAL_CLOCK_START};
+use common::{pool_on_clock, queues};
 
 const MINUTE: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
-
-fn queues() -> [TimerQueue; 3] {
-    [
-        TimerQueue::heap(),
-        TimerQueue::hashed_wheel(),
-        TimerQueue::hierarchical_wheel(),
-    ]
-}
-
-fn manual_pool(clock: &ManualClock, queue: TimerQueue) -> ScheduledExecutor {
-    ScheduledExecutor::builder()
-        .worker_threads(2)
-        .timer_queue(queue)
-        .clock(clock.clone())
-        .build()
-        .unwrap()
-}
 
 /// A closure that records, at each run, how much manual time has passed
 /// since `start`.
@@ -46,7 +30,7 @@ fn a_fixed_rate_task_runs_once_per_period_over_an_hour() {
     for queue in queues() {
         for (initial, runs_in_an_hour) in [(Duration::ZERO, 61), (MINUTE, 60)] {
             let clock = ManualClock::new();
-            let pool = manual_pool(&clock, queue);
+            let pool = pool_on_clock(&clock, queue);
             let start = clock.now();
             let (runs, f) = recorder(&clock, start);
             let task = pool.schedule_at_fixed_rate(f, initial, MINUTE).unwrap();
@@ -74,7 +58,7 @@ fn a_fixed_rate_task_runs_once_per_period_over_an_hour() {
 #[test]
 fn a_fixed_delay_task_runs_its_delay_after_each_manual_end() {
     let clock = ManualClock::new();
-    let pool = manual_pool(&clock, TimerQueue::heap());
+    let pool = pool_on_clock(&clock, TimerQueue::heap());
     let start = clock.now();
     let (runs, f) = recorder(&clock, start);
     let _task = pool
@@ -89,7 +73,7 @@ fn a_fixed_delay_task_runs_its_delay_after_each_manual_end() {
 #[test]
 fn tasks_scheduled_by_runs_take_part_in_the_same_advance() {
     let clock = ManualClock::new();
-    let pool = manual_pool(&clock, TimerQueue::hierarchical_wheel());
+    let pool = pool_on_clock(&clock, TimerQueue::hierarchical_wheel());
     let start = clock.now();
     let log = Arc::new(Mutex::new(Vec::new()));
     let (l, c) = (log.clone(), clock.clone());
@@ -121,7 +105,7 @@ fn tasks_scheduled_by_runs_take_part_in_the_same_advance() {
 #[test]
 fn advance_returns_with_the_pool_quiet_and_time_at_the_target() {
     let clock = ManualClock::new();
-    let pool = manual_pool(&clock, TimerQueue::hashed_wheel());
+    let pool = pool_on_clock(&clock, TimerQueue::hashed_wheel());
     let start = clock.now();
     let done = Arc::new(AtomicUsize::new(0));
     for i in 0..100u64 {
@@ -158,7 +142,7 @@ fn advance_returns_with_the_pool_quiet_and_time_at_the_target() {
 #[test]
 fn nothing_runs_before_its_manual_deadline_and_time_does_not_move_alone() {
     let clock = ManualClock::new();
-    let pool = manual_pool(&clock, TimerQueue::heap());
+    let pool = pool_on_clock(&clock, TimerQueue::heap());
     let later = pool.schedule(|| 42, Duration::from_secs(5)).unwrap();
     std::thread::sleep(Duration::from_millis(50));
     assert!(
@@ -188,7 +172,7 @@ fn a_jump_makes_the_runs_due_meanwhile_late_and_missed_runs_decides() {
         (MissedRuns::Delay, 1, at(690)),
     ] {
         let clock = ManualClock::new();
-        let pool = manual_pool(&clock, TimerQueue::heap());
+        let pool = pool_on_clock(&clock, TimerQueue::heap());
         let start = clock.now();
         let (runs, f) = recorder(&clock, start);
         let _task = pool
@@ -228,8 +212,8 @@ fn the_wall_clock_moves_with_manual_time_and_can_be_set_alone() {
 #[test]
 fn pools_on_one_clock_move_together() {
     let clock = ManualClock::new();
-    let a = manual_pool(&clock, TimerQueue::heap());
-    let b = manual_pool(&clock, TimerQueue::hierarchical_wheel());
+    let a = pool_on_clock(&clock, TimerQueue::heap());
+    let b = pool_on_clock(&clock, TimerQueue::hierarchical_wheel());
     let log = Arc::new(Mutex::new(Vec::new()));
     for (name, pool, secs) in [("a", &a, 3u64), ("b", &b, 2), ("a", &a, 1)] {
         let log = log.clone();
@@ -247,7 +231,7 @@ fn pools_on_one_clock_move_together() {
 #[should_panic(expected = "would wait for its own task")]
 fn advance_from_a_task_of_the_pool_is_refused() {
     let clock = ManualClock::new();
-    let pool = manual_pool(&clock, TimerQueue::heap());
+    let pool = pool_on_clock(&clock, TimerQueue::heap());
     let c = clock.clone();
     let inner = pool.submit(move || c.advance(MINUTE)).unwrap();
     if let Err(chronopool::TaskError::Panicked(payload)) = inner.join() {
@@ -269,7 +253,7 @@ fn a_day_of_a_thousand_schedules_runs_in_manual_time() {
 
     // 2026-01-01 is a Thursday: a weekday.
     let clock = ManualClock::new();
-    let pool = manual_pool(&clock, TimerQueue::hierarchical_wheel());
+    let pool = pool_on_clock(&clock, TimerQueue::hierarchical_wheel());
     let runs = Arc::new(AtomicUsize::new(0));
     let mut expected = 0;
     let mut handles = Vec::new();
@@ -342,7 +326,7 @@ fn a_day_of_a_thousand_schedules_runs_in_manual_time() {
 fn work_outside_the_pool_under_a_busy_guard_takes_part_in_advance() {
     for queue in queues() {
         let clock = ManualClock::new();
-        let pool = manual_pool(&clock, queue);
+        let pool = pool_on_clock(&clock, queue);
         let start = clock.now();
         let (tx, rx) = std::sync::mpsc::channel::<(u32, chronopool::Busy)>();
         let tx = Mutex::new(tx);

@@ -5,6 +5,8 @@
 //! repeatedly, or miscounted once; a hang fails the test after a real-time
 //! bound instead of hanging the suite.
 
+mod common;
+
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,28 +15,12 @@ use std::task::{Context, Wake, Waker};
 use std::thread;
 use std::time::{Duration, SystemTime};
 
-use chronopool::{ManualClock, MissedRuns, ScheduledExecutor, TimerQueue};
+use chronopool::{ManualClock, MissedRuns, ScheduledExecutor};
+use common::{pool_on_clock, queues};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(24 * 3600);
 const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
-
-fn queues() -> [TimerQueue; 3] {
-    [
-        TimerQueue::heap(),
-        TimerQueue::hashed_wheel(),
-        TimerQueue::hierarchical_wheel(),
-    ]
-}
-
-fn manual_pool(clock: &ManualClock, queue: TimerQueue) -> ScheduledExecutor {
-    ScheduledExecutor::builder()
-        .worker_threads(2)
-        .timer_queue(queue)
-        .clock(clock.clone())
-        .build()
-        .unwrap()
-}
 
 /// Runs `f` on a thread of its own and fails if it has not returned within
 /// `limit` of real time (it hung: the thread is left behind, the test fails).
@@ -102,7 +88,7 @@ fn the_civil_dates_of_these_tests_are_right() {
 fn advance_by_max_returns_with_periodic_tasks_beyond_the_clock() {
     for queue in queues() {
         let clock = ManualClock::new();
-        let pool = manual_pool(&clock, queue);
+        let pool = pool_on_clock(&clock, queue);
         let (rate_runs, f) = counter();
         let rate = pool
             .schedule_at_fixed_rate(f, 300 * YEAR, 300 * YEAR)
@@ -135,7 +121,7 @@ fn advance_by_max_returns_with_periodic_tasks_beyond_the_clock() {
 fn jump_by_max_runs_a_skipping_hourly_task_once_then_never() {
     for queue in queues() {
         let clock = ManualClock::new();
-        let pool = manual_pool(&clock, queue);
+        let pool = pool_on_clock(&clock, queue);
         let (runs, f) = counter();
         let hourly = pool
             .schedule_at_fixed_rate_with(f, HOUR, HOUR, MissedRuns::Skip)
@@ -158,7 +144,7 @@ fn advance_by_max_runs_a_yearly_cron_once_a_year_and_returns() {
     use std::ops::ControlFlow;
     for queue in queues() {
         let clock = ManualClock::new();
-        let pool = manual_pool(&clock, queue);
+        let pool = pool_on_clock(&clock, queue);
         let walls = Arc::new(Mutex::new(Vec::new()));
         let (w, c) = (walls.clone(), clock.clone());
         let yearly = pool
@@ -197,7 +183,7 @@ fn advance_by_max_runs_a_yearly_cron_once_a_year_and_returns() {
 fn a_one_shot_in_2569_runs_in_2569() {
     for queue in queues() {
         let clock = ManualClock::starting_at(at("2568-12-31T00:00:00Z"));
-        let pool = manual_pool(&clock, queue);
+        let pool = pool_on_clock(&clock, queue);
         let due = at("2569-01-01T00:00:00Z");
         let c = clock.clone();
         let task = pool
@@ -216,7 +202,7 @@ fn a_one_shot_in_2569_runs_in_2569() {
 fn a_one_shot_in_1950_runs_an_hour_later() {
     for queue in queues() {
         let clock = ManualClock::starting_at(at("1950-06-01T00:00:00Z"));
-        let pool = manual_pool(&clock, queue);
+        let pool = pool_on_clock(&clock, queue);
         let due = at("1950-06-01T01:00:00Z");
         let c = clock.clone();
         let task = pool
@@ -234,7 +220,7 @@ fn a_one_shot_in_1950_runs_an_hour_later() {
 fn a_one_shot_at_year_one_runs_at_once_and_one_in_9999_never_early() {
     for queue in queues() {
         let clock = ManualClock::starting_at(at("9999-12-30T00:00:00Z"));
-        let pool = manual_pool(&clock, queue);
+        let pool = pool_on_clock(&clock, queue);
         let past = pool
             .schedule_at_system_time(|| 1, at("0001-01-01T00:00:00Z"))
             .unwrap();
@@ -268,7 +254,7 @@ fn crons_run_on_time_in_1950_and_in_2599() {
             ),
         ] {
             let clock = ManualClock::starting_at(at(start));
-            let pool = manual_pool(&clock, queue);
+            let pool = pool_on_clock(&clock, queue);
             let walls = Arc::new(Mutex::new(Vec::new()));
             let (w, c) = (walls.clone(), clock.clone());
             let cron = pool
@@ -379,7 +365,7 @@ fn advance_from_a_waker_it_rang_panics_instead_of_hanging() {
 fn a_stopped_pool_holding_wall_tasks_never_stops_the_clock() {
     for queue in queues() {
         let clock = ManualClock::new();
-        let pool = manual_pool(&clock, queue);
+        let pool = pool_on_clock(&clock, queue);
         let one_shot = pool
             .schedule_at_system_time(|| 7, clock.system_time() + HOUR)
             .unwrap();
@@ -424,8 +410,8 @@ fn shutdown_now_of_a_pool_with_wall_tasks_never_stops_the_clock() {
     for round in 0..60u64 {
         let queue = queues()[round as usize % 3];
         let clock = ManualClock::new();
-        let pool = manual_pool(&clock, queue);
-        let other = manual_pool(&clock, queue);
+        let pool = pool_on_clock(&clock, queue);
+        let other = pool_on_clock(&clock, queue);
         let (other_runs, f) = counter();
         let _other_every = other
             .schedule_at_fixed_rate(f, Duration::ZERO, Duration::from_secs(60))
@@ -485,7 +471,7 @@ fn shutdown_now_of_a_pool_with_wall_tasks_never_stops_the_clock() {
 fn a_wall_step_racing_wall_schedules_misses_none() {
     for queue in queues() {
         let clock = ManualClock::new();
-        let pool = manual_pool(&clock, queue);
+        let pool = pool_on_clock(&clock, queue);
         let ran = Arc::new(AtomicUsize::new(0));
         let scheduled: Arc<Mutex<Vec<SystemTime>>> = Arc::default();
         let per_thread = 10_000;

@@ -202,3 +202,26 @@ macro_rules! backend_suites {
 }
 #[allow(unused_imports)]
 pub(crate) use backend_suites;
+
+/// The three timer queues, with their default settings.
+pub fn queues() -> [chronopool::TimerQueue; 3] {
+    [
+        chronopool::TimerQueue::heap(),
+        chronopool::TimerQueue::hashed_wheel(),
+        chronopool::TimerQueue::hierarchical_wheel(),
+    ]
+}
+
+/// A pool of two workers on `queue`, driven by `clock` (which other
+/// pools may share).
+pub fn pool_on_clock(
+    clock: &chronopool::ManualClock,
+    queue: chronopool::TimerQueue,
+) -> chronopool::ScheduledExecutor {
+    chronopool::ScheduledExecutor::builder()
+        .worker_threads(2)
+        .timer_queue(queue)
+        .clock(clock.clone())
+        .build()
+        .unwrap()
+}
