@@ -11,16 +11,15 @@ use crate::busy::Busy;
 use crate::error::BuildError;
 use crate::future::{Interval, Sleep, Timeout};
 use crate::handle::{PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle};
-use crate::metrics::{Lateness, Metrics};
 use crate::pending::PendingTask;
-use crate::pool::lateness;
-use crate::pool::{worker, Pool, SubmitError, SubmitErrorKind};
+use crate::pool::Metrics;
+use crate::pool::{Pool, SubmitError};
+use crate::submission::{Submission, When};
 use crate::sync::thread::JoinHandle;
-use crate::sync::Ordering;
 use crate::sync::{Arc, Mutex, StdArc};
-use crate::task::{Label, OneShot, Repeat, Until};
+use crate::task::Label;
 use crate::task_builder::TaskBuilder;
-use crate::trigger::{self, FixedDelay, FixedRate, MissedRuns, Next, Trigger};
+use crate::trigger::{MissedRuns, Trigger};
 
 /// A pool of work-stealing worker threads that runs the tasks given to it.
 ///
@@ -69,14 +68,6 @@ struct Inner {
     pool: Arc<Pool>,
     /// The workers, then the timer thread.
     threads: Mutex<Vec<JoinHandle<()>>>,
-}
-
-/// When a one-shot scheduled task is due.
-pub(crate) enum When {
-    /// After a delay from now.
-    After(Duration),
-    /// At an instant.
-    At(Instant),
 }
 
 impl Drop for Inner {
@@ -129,6 +120,12 @@ impl ScheduledExecutor {
         &self.inner.pool
     }
 
+    /// A task for this pool, named by `label` (`()`: no name): every entry
+    /// point, here and on [`TaskBuilder`], goes through one.
+    pub(crate) fn submission<L: Label>(&self, label: L) -> Submission<'_, L> {
+        Submission::new(self.pool(), label)
+    }
+
     /// A builder for one task: give it a name, then submit it with one of
     /// the builder's methods, which are this executor's (tokio's
     /// `task::Builder`). The name is seen by the task
@@ -169,21 +166,7 @@ impl ScheduledExecutor {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.submit_as(f, ())
-    }
-
-    /// [`submit`](Self::submit), for a task named by `label`.
-    pub(crate) fn submit_as<F, T, L>(&self, f: F, label: L) -> Result<TaskHandle<T>, SubmitError<F>>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-        L: Label,
-    {
-        let pool = self.pool();
-        let cell = worker::with_current(|ctx| {
-            pool.submit(ctx.filter(|ctx| ctx.belongs_to(pool)), f, label)
-        })?;
-        Ok(TaskHandle::new(cell, Arc::clone(pool)))
+        self.submission(()).submit(f)
     }
 
     /// Runs `f` on a worker, as [`submit`](Self::submit) does, with a
@@ -227,7 +210,8 @@ impl ScheduledExecutor {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.submit_with_deadline(f, timeout, None::<fn() -> T>, ())
+        self.submission(())
+            .submit_with_timeout(f, timeout, None::<fn() -> T>)
     }
 
     /// [`submit_with_timeout`](Self::submit_with_timeout), but a time-out
@@ -267,36 +251,8 @@ impl ScheduledExecutor {
         T: Send + 'static,
         G: FnOnce() -> T + Send + 'static,
     {
-        self.submit_with_deadline(f, timeout, Some(fallback), ())
-    }
-
-    /// [`submit_with_timeout_or`](Self::submit_with_timeout_or), with
-    /// the fallback optional, for a task named by `label`.
-    pub(crate) fn submit_with_deadline<F, T, G, L>(
-        &self,
-        f: F,
-        timeout: Duration,
-        fallback: Option<G>,
-        label: L,
-    ) -> Result<TaskHandle<T>, SubmitError<F>>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-        G: FnOnce() -> T + Send + 'static,
-        L: Label,
-    {
-        let pool = self.pool();
-        let deadline = pool.timer.clock.after(timeout);
-        let cell = worker::with_current(|ctx| {
-            pool.submit_with_deadline(
-                ctx.filter(|ctx| ctx.belongs_to(pool)),
-                f,
-                deadline,
-                fallback,
-                label,
-            )
-        })?;
-        Ok(TaskHandle::new(cell, Arc::clone(pool)))
+        self.submission(())
+            .submit_with_timeout(f, timeout, Some(fallback))
     }
 
     /// Runs `f` on a worker, without a handle (fire and forget). A panic of
@@ -309,8 +265,7 @@ impl ScheduledExecutor {
     where
         F: FnOnce() + Send + 'static,
     {
-        let pool = self.pool();
-        worker::with_current(|ctx| pool.execute(ctx.filter(|ctx| ctx.belongs_to(pool)), f))
+        self.submission(()).execute(f)
     }
 
     /// Runs `f` on a worker once `delay` has passed, and returns a handle to
@@ -353,7 +308,7 @@ impl ScheduledExecutor {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.schedule_as(f, When::After(delay), ())
+        self.submission(()).schedule(f, When::After(delay))
     }
 
     /// Runs `f` on a worker at `deadline` (as soon as possible if it has
@@ -372,31 +327,7 @@ impl ScheduledExecutor {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.schedule_as(f, When::At(deadline), ())
-    }
-
-    /// [`schedule`](Self::schedule) or [`schedule_at`](Self::schedule_at),
-    /// for a task named by `label`.
-    pub(crate) fn schedule_as<F, T, L>(
-        &self,
-        f: F,
-        when: When,
-        label: L,
-    ) -> Result<ScheduledHandle<T>, SubmitError<F>>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-        L: Label,
-    {
-        let pool = self.pool();
-        let clock = &pool.timer.clock;
-        let now = clock.now();
-        let deadline = match when {
-            When::After(delay) => now.saturating_add(crate::time::clock::nanos(delay)),
-            When::At(deadline) => clock.nanos_of(deadline),
-        };
-        let cell = pool.schedule(f, now, deadline, label)?;
-        Ok(ScheduledHandle::new(cell, Arc::clone(pool)))
+        self.submission(()).schedule(f, When::At(deadline))
     }
 
     /// Runs `f` periodically at a fixed rate: first after `initial_delay`,
@@ -466,7 +397,8 @@ impl ScheduledExecutor {
     where
         F: FnMut() + Send + 'static,
     {
-        self.fixed_rate_as(f, initial_delay, period, MissedRuns::Burst, ())
+        self.submission(())
+            .fixed_rate(f, initial_delay, period, MissedRuns::Burst)
     }
 
     /// Like [`schedule_at_fixed_rate`](Self::schedule_at_fixed_rate), with
@@ -486,30 +418,8 @@ impl ScheduledExecutor {
     where
         F: FnMut() + Send + 'static,
     {
-        self.fixed_rate_as(f, initial_delay, period, missed, ())
-    }
-
-    /// [`schedule_at_fixed_rate_with`](Self::schedule_at_fixed_rate_with),
-    /// for a task named by `label`.
-    pub(crate) fn fixed_rate_as<F, L>(
-        &self,
-        f: F,
-        initial_delay: Duration,
-        period: Duration,
-        missed: MissedRuns,
-        label: L,
-    ) -> Result<PeriodicHandle, SubmitError<F>>
-    where
-        F: FnMut() + Send + 'static,
-        L: Label,
-    {
-        if period.is_zero() {
-            return Err(SubmitError::new(f, SubmitErrorKind::ZeroPeriod));
-        }
-        let rate = FixedRate::new(period)
-            .initial_delay(initial_delay)
-            .missed_runs(missed);
-        self.schedule_periodic(f, rate, label)
+        self.submission(())
+            .fixed_rate(f, initial_delay, period, missed)
     }
 
     /// Runs `f` periodically with a fixed delay: first after
@@ -547,46 +457,7 @@ impl ScheduledExecutor {
     where
         F: FnMut() + Send + 'static,
     {
-        self.fixed_delay_as(f, initial_delay, delay, ())
-    }
-
-    /// [`schedule_with_fixed_delay`](Self::schedule_with_fixed_delay), for
-    /// a task named by `label`.
-    pub(crate) fn fixed_delay_as<F, L>(
-        &self,
-        f: F,
-        initial_delay: Duration,
-        delay: Duration,
-        label: L,
-    ) -> Result<PeriodicHandle, SubmitError<F>>
-    where
-        F: FnMut() + Send + 'static,
-        L: Label,
-    {
-        if delay.is_zero() {
-            return Err(SubmitError::new(f, SubmitErrorKind::ZeroPeriod));
-        }
-        let delay = FixedDelay::new(delay).initial_delay(initial_delay);
-        self.schedule_periodic(f, delay, label)
-    }
-
-    /// A periodic task on `trigger`, named by `label`.
-    fn schedule_periodic<F, G, L>(
-        &self,
-        f: F,
-        trigger: G,
-        label: L,
-    ) -> Result<PeriodicHandle, SubmitError<F>>
-    where
-        F: FnMut() + Send + 'static,
-        G: Trigger,
-        L: Label,
-    {
-        let pool = self.pool();
-        let cell = pool
-            .schedule_recurring(Repeat(f), trigger, true, label)
-            .map_err(|e| e.map_job(|Repeat(f)| f))?;
-        Ok(PeriodicHandle::new(cell, Arc::clone(pool)))
+        self.submission(()).fixed_delay(f, initial_delay, delay)
     }
 
     /// Runs `f` again and again, when `trigger` says (see
@@ -636,28 +507,7 @@ impl ScheduledExecutor {
         T: Send + 'static,
         G: Trigger,
     {
-        self.trigger_as(f, trigger, ())
-    }
-
-    /// [`schedule_with_trigger`](Self::schedule_with_trigger), for a task
-    /// named by `label`.
-    pub(crate) fn trigger_as<F, T, G, L>(
-        &self,
-        f: F,
-        trigger: G,
-        label: L,
-    ) -> Result<TriggerHandle<T>, SubmitError<F>>
-    where
-        F: FnMut() -> ControlFlow<T> + Send + 'static,
-        T: Send + 'static,
-        G: Trigger,
-        L: Label,
-    {
-        let pool = self.pool();
-        let cell = pool
-            .schedule_recurring(Until::new(f), trigger, true, label)
-            .map_err(|e| e.map_job(|until| until.0))?;
-        Ok(TriggerHandle::new(cell, Arc::clone(pool)))
+        self.submission(()).trigger(f, trigger)
     }
 
     /// A future that ends `duration` from now, timed by this executor's
@@ -766,28 +616,7 @@ impl ScheduledExecutor {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        self.system_time_as(f, at, ())
-    }
-
-    /// [`schedule_at_system_time`](Self::schedule_at_system_time), for a
-    /// task named by `label`.
-    pub(crate) fn system_time_as<F, T, L>(
-        &self,
-        f: F,
-        at: SystemTime,
-        label: L,
-    ) -> Result<ScheduledHandle<T>, SubmitError<F>>
-    where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
-        L: Label,
-    {
-        let pool = self.pool();
-        let once = trigger::Once(Next::AtSystemTime(at));
-        let cell = pool
-            .schedule_recurring(OneShot(Some(f)), once, false, label)
-            .map_err(|e| e.map_job(|OneShot(f)| f.expect("a refused task was never run")))?;
-        Ok(ScheduledHandle::once(cell, Arc::clone(pool)))
+        self.submission(()).schedule_at_system_time(f, at)
     }
 
     /// Stops accepting work. Tasks already queued still run; then the
@@ -891,41 +720,7 @@ impl ScheduledExecutor {
 
     /// A snapshot of the executor's counters.
     pub fn metrics(&self) -> Metrics {
-        let pool = self.pool();
-        // The cancels since the last sweep: out of the timer and counted,
-        // so that a cancel shows as soon as it returned.
-        pool.timer.sweep_cancelled();
-        pool.give_up_stranded();
-        let mut m = Metrics {
-            worker_threads: pool.workers(),
-            queued_tasks: pool.queued_jobs(),
-            scheduled_tasks: pool.timer.pending(),
-            cancelled_tasks: pool.timer.swept_cancelled(),
-            rejected_tasks: pool.rejected.load(Ordering::Relaxed),
-            timed_out_tasks: pool.timed_out.load(Ordering::Relaxed),
-            skipped_runs: pool.skipped_runs.load(Ordering::Relaxed),
-            delayed_runs: pool.delayed_runs.load(Ordering::Relaxed),
-            ..Metrics::default()
-        };
-        let mut late = vec![0; lateness::BUCKETS];
-        let (mut runs, mut max) = (0, 0);
-        for stats in pool.worker_stats() {
-            m.active_workers += usize::from(stats.is_busy());
-            m.completed_tasks += stats.completed();
-            m.panicked_tasks += stats.panicked();
-            m.cancelled_tasks += stats.cancelled();
-            let (shard_runs, shard_max) = stats.lateness.merge_into(&mut late);
-            runs += shard_runs;
-            max = max.max(shard_max);
-        }
-        let (p50, p99, max) = lateness::summary(&late, max);
-        m.lateness = Lateness {
-            runs,
-            p50,
-            p99,
-            max,
-        };
-        m
+        self.pool().metrics()
     }
 }
 

@@ -42,7 +42,7 @@
 //!   from each other (crossbeam-deque). A task submitted from inside a task
 //!   goes to the submitting worker's own deque. Idle workers spin briefly,
 //!   then park; a new task wakes at most one of them, and none if one is
-//!   already looking for work (see `pool/sleep.rs` for the protocol and
+//!   already looking for work (see `pool/idle.rs` for the protocol and
 //!   why no wake-up is lost).
 //! * **Tasks** are cells with one atomic state word that the worker and the
 //!   [`TaskHandle`] share (see `task/state.rs`); a handle joins (also with
@@ -123,10 +123,11 @@
 //! library's code against it; from the top:
 //!
 //! * the API (`executor.rs`, `builder.rs`, `task_builder.rs`, the
-//!   `BuildError`), over the handles, the timer futures, the metrics and
-//!   what a task may call on its own pool (`handle/`, `future/`,
-//!   `metrics.rs`, `pending.rs`, `current.rs`, `busy.rs`);
-//! * `pool/`: the queues, the workers and their sleep, the lifecycle;
+//!   `BuildError`, the one `submission.rs` path every entry point takes),
+//!   over the handles, the timer futures and what a task may call on its
+//!   own pool (`handle/`, `future/`, `pending.rs`, `current.rs`, `busy.rs`);
+//! * `pool/`: the queues, the workers and their sleep, the lifecycle, the
+//!   metrics it assembles;
 //! * `timer/`: the delayed work queue backends (`queue/`) and the timer
 //!   thread (`driver/`), which sees the pool only through a trait;
 //! * `task/`: the task cells and the jobs the queues move, which see
@@ -134,9 +135,10 @@
 //! * `trigger/`: when a recurring task runs next ([`trigger`]);
 //! * `time/`: the executor's clock and the manual clock; `sync/`: the
 //!   synchronisation primitives, which, built with `RUSTFLAGS="--cfg
-//!   loom"`, are [loom]'s model-checked ones (the `loom-tests` crate of the
-//!   repository holds the models of whole pools; the models of each
-//!   protocol sit beside it).
+//!   loom"`, are [loom]'s model-checked ones (the models of a protocol
+//!   that needs only its module sit beside it; those that need a pool are
+//!   in the test-only `loom_model/`, and whole pools through the public API
+//!   in the repository's `loom-tests` crate).
 //!
 //! [loom]: https://docs.rs/loom
 
@@ -154,10 +156,10 @@ mod executor;
 pub mod future;
 mod handle;
 #[cfg(all(test, loom))]
-mod loom_support;
-mod metrics;
+mod loom_model;
 mod pending;
 mod pool;
+mod submission;
 mod sync;
 mod task;
 mod task_builder;
@@ -178,9 +180,8 @@ pub use executor::{ScheduledExecutor, WeakExecutor};
 pub use handle::{
     CancelHandle, JoinTimeoutError, PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle,
 };
-pub use metrics::{Lateness, Metrics};
 pub use pending::PendingTask;
-pub use pool::{SubmitError, SubmitErrorKind};
+pub use pool::{Lateness, Metrics, SubmitError, SubmitErrorKind};
 pub use task::{PanicPayload, TaskError, TaskId};
 pub use task_builder::TaskBuilder;
 pub use time::{ManualClock, MANUAL_CLOCK_START};

@@ -5,9 +5,10 @@ use std::fmt;
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::executor::{ScheduledExecutor, When};
+use crate::executor::ScheduledExecutor;
 use crate::handle::{PeriodicHandle, ScheduledHandle, TaskHandle, TriggerHandle};
 use crate::pool::SubmitError;
+use crate::submission::When;
 use crate::sync::StdArc;
 use crate::trigger::{MissedRuns, Trigger};
 
@@ -38,14 +39,17 @@ pub struct TaskBuilder<'a> {
     name: Option<StdArc<str>>,
 }
 
-/// Calls `$submit` with the builder's name as the cell's label: the name,
-/// or `()` (no name, no space) for a task without one.
-macro_rules! with_label {
-    ($builder:expr, $label:ident => $submit:expr) => {
+/// Calls `$submit` with the builder's submission, labelled with its name,
+/// or with `()` (no name, no space) for a task without one.
+macro_rules! submission {
+    ($builder:expr, $submission:ident => $submit:expr) => {
         match $builder.name {
-            Some($label) => $submit,
+            Some(name) => {
+                let $submission = $builder.executor.submission(name);
+                $submit
+            }
             None => {
-                let $label = ();
+                let $submission = $builder.executor.submission(());
                 $submit
             }
         }
@@ -77,10 +81,7 @@ impl<'a> TaskBuilder<'a> {
     where
         F: FnOnce() + Send + 'static,
     {
-        match self.name {
-            Some(name) => self.executor.submit_as(f, name).map(drop),
-            None => self.executor.execute(f),
-        }
+        submission!(self, task => task.execute(f))
     }
 
     /// [`ScheduledExecutor::submit`], named.
@@ -93,7 +94,7 @@ impl<'a> TaskBuilder<'a> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        with_label!(self, label => self.executor.submit_as(f, label))
+        submission!(self, task => task.submit(f))
     }
 
     /// [`ScheduledExecutor::submit_with_timeout`], named.
@@ -110,12 +111,7 @@ impl<'a> TaskBuilder<'a> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        with_label!(self, label => self.executor.submit_with_deadline(
-            f,
-            timeout,
-            None::<fn() -> T>,
-            label,
-        ))
+        submission!(self, task => task.submit_with_timeout(f, timeout, None::<fn() -> T>))
     }
 
     /// [`ScheduledExecutor::submit_with_timeout_or`], named.
@@ -134,12 +130,7 @@ impl<'a> TaskBuilder<'a> {
         T: Send + 'static,
         G: FnOnce() -> T + Send + 'static,
     {
-        with_label!(self, label => self.executor.submit_with_deadline(
-            f,
-            timeout,
-            Some(fallback),
-            label,
-        ))
+        submission!(self, task => task.submit_with_timeout(f, timeout, Some(fallback)))
     }
 
     /// [`ScheduledExecutor::schedule`], named.
@@ -152,7 +143,7 @@ impl<'a> TaskBuilder<'a> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        with_label!(self, label => self.executor.schedule_as(f, When::After(delay), label))
+        submission!(self, task => task.schedule(f, When::After(delay)))
     }
 
     /// [`ScheduledExecutor::schedule_at`], named.
@@ -169,7 +160,7 @@ impl<'a> TaskBuilder<'a> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        with_label!(self, label => self.executor.schedule_as(f, When::At(deadline), label))
+        submission!(self, task => task.schedule(f, When::At(deadline)))
     }
 
     /// [`ScheduledExecutor::schedule_at_system_time`], named.
@@ -186,7 +177,7 @@ impl<'a> TaskBuilder<'a> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        with_label!(self, label => self.executor.system_time_as(f, at, label))
+        submission!(self, task => task.schedule_at_system_time(f, at))
     }
 
     /// [`ScheduledExecutor::schedule_at_fixed_rate`], named.
@@ -221,13 +212,7 @@ impl<'a> TaskBuilder<'a> {
     where
         F: FnMut() + Send + 'static,
     {
-        with_label!(self, label => self.executor.fixed_rate_as(
-            f,
-            initial_delay,
-            period,
-            missed,
-            label,
-        ))
+        submission!(self, task => task.fixed_rate(f, initial_delay, period, missed))
     }
 
     /// [`ScheduledExecutor::schedule_with_fixed_delay`], named.
@@ -244,7 +229,7 @@ impl<'a> TaskBuilder<'a> {
     where
         F: FnMut() + Send + 'static,
     {
-        with_label!(self, label => self.executor.fixed_delay_as(f, initial_delay, delay, label))
+        submission!(self, task => task.fixed_delay(f, initial_delay, delay))
     }
 
     /// [`ScheduledExecutor::schedule_with_trigger`], named.
@@ -262,7 +247,7 @@ impl<'a> TaskBuilder<'a> {
         T: Send + 'static,
         G: Trigger,
     {
-        with_label!(self, label => self.executor.trigger_as(f, trigger, label))
+        submission!(self, task => task.trigger(f, trigger))
     }
 }
 

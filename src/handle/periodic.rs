@@ -1,9 +1,5 @@
 //! [`PeriodicHandle`]: the handle of a task that runs periodically.
 
-use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::JoinTimeoutError;
@@ -12,7 +8,7 @@ use crate::sync::{Arc, StdArc};
 use crate::task::{Joinable, Reschedulable, TaskError};
 use crate::trigger::{Ended, Trigger};
 
-use super::{CancelHandle, TriggerHandle};
+use super::TriggerHandle;
 
 /// The handle of a periodic task (from
 /// [`schedule_at_fixed_rate`](crate::ScheduledExecutor::schedule_at_fixed_rate)
@@ -27,7 +23,7 @@ use super::{CancelHandle, TriggerHandle};
 /// trigger that ended it).
 ///
 /// Dropping the handle detaches the task: it goes on running until the
-/// executor shuts down. Keep the handle (or a [`CancelHandle`]) to stop it.
+/// executor shuts down. Keep the handle (or a [`CancelHandle`](crate::CancelHandle)) to stop it.
 ///
 /// ```
 /// use chronopool::ScheduledExecutor;
@@ -110,17 +106,6 @@ impl PeriodicHandle {
         self.handle.reschedule(trigger)
     }
 
-    /// The task's id (see [`TaskId`](crate::TaskId)).
-    pub fn id(&self) -> crate::TaskId {
-        self.handle.id()
-    }
-
-    /// The task's name, if it was given one (see
-    /// [`ScheduledExecutor::task`](crate::ScheduledExecutor::task)).
-    pub fn name(&self) -> Option<&str> {
-        self.handle.name()
-    }
-
     /// True once the task has ended (cancelled, or a run panicked).
     pub fn is_finished(&self) -> bool {
         self.handle.is_finished()
@@ -143,35 +128,6 @@ impl PeriodicHandle {
     pub fn deadline(&self) -> Instant {
         self.handle.deadline()
     }
-
-    /// A cheap, cloneable handle that can cancel the task from elsewhere
-    /// (see [`CancelHandle`]).
-    pub fn cancel_handle(&self) -> CancelHandle {
-        self.handle.cancel_handle()
-    }
 }
 
-impl Future for PeriodicHandle {
-    type Output = Result<(), TaskError>;
-
-    /// # Panics
-    ///
-    /// If polled again after it returned `Poll::Ready`.
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.handle)
-            .poll(cx)
-            .map(|ended| ended.map(drop))
-    }
-}
-
-impl fmt::Debug for PeriodicHandle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PeriodicHandle")
-            .field("id", &self.id())
-            .field("name", &self.name())
-            .field("delay", &self.delay())
-            .field("finished", &self.is_finished())
-            .field("cancelled", &self.is_cancelled())
-            .finish()
-    }
-}
+built_on_inner_handle!(PeriodicHandle, output = Result<(), TaskError>, ready = |ended| ended.map(drop));

@@ -1,19 +1,15 @@
 //! [`ScheduledHandle`]: the handle of a one-shot task that runs later.
 
-use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::JoinTimeoutError;
 use crate::pool::Pool;
 use crate::sync::{Arc, StdArc};
 use crate::task::recurring::{Body, OnceView, OneShot, RecurringTask};
-use crate::task::{Joinable, Label, TaskError, TimerEntry};
+use crate::task::{Delayed, Joinable, Label, TaskError};
 use crate::trigger::Trigger;
 
-use super::{CancelHandle, TaskHandle};
+use super::TaskHandle;
 
 /// The handle of a one-shot task scheduled to run later: everything a
 /// [`TaskHandle`] has (join, join with a time-out, cancel, state, `.await`),
@@ -40,7 +36,7 @@ pub struct ScheduledHandle<T> {
 impl<T> ScheduledHandle<T> {
     pub(crate) fn new<C>(cell: StdArc<C>, pool: Arc<Pool>) -> Self
     where
-        C: Joinable<T> + TimerEntry,
+        C: Joinable<T> + Delayed,
     {
         ScheduledHandle {
             handle: TaskHandle::new(cell, pool),
@@ -101,17 +97,6 @@ impl<T> ScheduledHandle<T> {
         self.handle.cancel()
     }
 
-    /// The task's id (see [`TaskId`](crate::TaskId)).
-    pub fn id(&self) -> crate::TaskId {
-        self.handle.id()
-    }
-
-    /// The task's name, if it was given one (see
-    /// [`ScheduledExecutor::task`](crate::ScheduledExecutor::task)).
-    pub fn name(&self) -> Option<&str> {
-        self.handle.name()
-    }
-
     /// True once the task returned, panicked or was cancelled.
     pub fn is_finished(&self) -> bool {
         self.handle.is_finished()
@@ -144,36 +129,6 @@ impl<T> ScheduledHandle<T> {
     pub fn deadline(&self) -> Instant {
         self.handle.deadline_instant()
     }
-
-    /// A cheap, cloneable handle that can cancel the task from elsewhere
-    /// (see [`CancelHandle`]).
-    pub fn cancel_handle(&self) -> CancelHandle
-    where
-        T: 'static,
-    {
-        self.handle.cancel_handle()
-    }
 }
 
-impl<T> Future for ScheduledHandle<T> {
-    type Output = Result<T, TaskError>;
-
-    /// # Panics
-    ///
-    /// If polled again after it returned `Poll::Ready`.
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.handle).poll(cx)
-    }
-}
-
-impl<T> fmt::Debug for ScheduledHandle<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ScheduledHandle")
-            .field("id", &self.id())
-            .field("name", &self.name())
-            .field("delay", &self.delay())
-            .field("finished", &self.is_finished())
-            .field("cancelled", &self.is_cancelled())
-            .finish()
-    }
-}
+built_on_inner_handle!(ScheduledHandle<T>, output = Result<T, TaskError>, ready = |ready| ready);

@@ -1,9 +1,5 @@
 //! [`TriggerHandle`]: the handle of a task scheduled with a trigger.
 
-use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use super::JoinTimeoutError;
@@ -12,7 +8,7 @@ use crate::sync::{Arc, StdArc};
 use crate::task::{Joinable, Reschedulable, TaskError};
 use crate::trigger::{Ended, Trigger};
 
-use super::{CancelHandle, TaskHandle};
+use super::TaskHandle;
 
 /// The handle of a task scheduled with
 /// [`schedule_with_trigger`](crate::ScheduledExecutor::schedule_with_trigger):
@@ -120,17 +116,6 @@ impl<T> TriggerHandle<T> {
         StdArc::clone(&self.task).reschedule(Box::new(trigger), self.handle.context())
     }
 
-    /// The task's id (see [`TaskId`](crate::TaskId)).
-    pub fn id(&self) -> crate::TaskId {
-        self.handle.id()
-    }
-
-    /// The task's name, if it was given one (see
-    /// [`ScheduledExecutor::task`](crate::ScheduledExecutor::task)).
-    pub fn name(&self) -> Option<&str> {
-        self.handle.name()
-    }
-
     /// True once the task has ended.
     pub fn is_finished(&self) -> bool {
         self.handle.is_finished()
@@ -152,36 +137,6 @@ impl<T> TriggerHandle<T> {
     pub fn deadline(&self) -> Instant {
         self.handle.deadline_instant()
     }
-
-    /// A cheap, cloneable handle that can cancel the task from elsewhere
-    /// (see [`CancelHandle`]).
-    pub fn cancel_handle(&self) -> CancelHandle
-    where
-        T: 'static,
-    {
-        self.handle.cancel_handle()
-    }
 }
 
-impl<T> Future for TriggerHandle<T> {
-    type Output = Result<Ended<T>, TaskError>;
-
-    /// # Panics
-    ///
-    /// If polled again after it returned `Poll::Ready`.
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Pin::new(&mut self.handle).poll(cx)
-    }
-}
-
-impl<T> fmt::Debug for TriggerHandle<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TriggerHandle")
-            .field("id", &self.id())
-            .field("name", &self.name())
-            .field("delay", &self.delay())
-            .field("finished", &self.is_finished())
-            .field("cancelled", &self.is_cancelled())
-            .finish()
-    }
-}
+built_on_inner_handle!(TriggerHandle<T>, output = Result<Ended<T>, TaskError>, ready = |ready| ready);

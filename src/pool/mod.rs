@@ -44,8 +44,8 @@ use crate::sync::{fence, Arc, AtomicBool, AtomicU64, CachePadded, Ordering, StdA
 use crate::task::recurring::Body;
 use crate::task::trace;
 use crate::task::{
-    Alarm, DeadlineTask, Job, Label, PanicPayload, RecurringTask, ScheduledTask, TaskCell,
-    TaskContext, TimerEntry, WallTask,
+    Alarm, DeadlineTask, Delayed, Job, Label, PanicPayload, RecurringTask, ScheduledTask, TaskCell,
+    TaskContext, WallTask,
 };
 use crate::time::manual::Driven;
 use crate::time::Clock;
@@ -54,18 +54,20 @@ use crate::timer::driver::{self, Timer, Workers};
 use crate::trigger::Trigger;
 
 pub(crate) mod hooks;
+pub(crate) mod idle;
 pub(crate) mod job_count;
 pub(crate) mod lateness;
 pub(crate) mod lifecycle;
-pub(crate) mod sleep;
+pub(crate) mod metrics;
 pub(crate) mod stats;
 pub(crate) mod submit_error;
 pub(crate) mod worker;
 
 use hooks::Hooks;
+use idle::Idle;
 use job_count::JobCount;
 use lifecycle::Lifecycle;
-use sleep::Sleep;
+pub use metrics::{Lateness, Metrics};
 use stats::WorkerStats;
 pub use submit_error::{SubmitError, SubmitErrorKind};
 use worker::WorkerContext;
@@ -92,7 +94,7 @@ impl Drop for OwnThread {
 pub(crate) struct Pool {
     injector: Injector<Job>,
     stealers: Box<[Stealer<Job>]>,
-    sleep: Sleep,
+    idle: Idle,
     pub(crate) lifecycle: Lifecycle,
     pub(crate) timer: Timer,
     stats: Box<[CachePadded<WorkerStats>]>,
@@ -124,7 +126,7 @@ impl Pool {
         let pool = Pool {
             injector: Injector::new(),
             stealers: deques.iter().map(Worker::stealer).collect(),
-            sleep: Sleep::new(workers),
+            idle: Idle::new(workers),
             lifecycle: Lifecycle::new(workers),
             timer,
             stats: (0..workers).map(|_| CachePadded::default()).collect(),
@@ -282,7 +284,7 @@ impl Pool {
         }
         self.job_pushed();
         self.injector.push(job);
-        self.sleep.notify_work();
+        self.idle.notify_work();
         self.leave();
         Ok(())
     }
@@ -296,7 +298,7 @@ impl Pool {
         if self.lifecycle.enter() {
             return true;
         }
-        self.sleep.wake_all();
+        self.idle.wake_all();
         false
     }
 
@@ -305,7 +307,7 @@ impl Pool {
     /// waiting for the in-flight count to drop before they exit.
     fn leave(&self) {
         if self.lifecycle.leave() {
-            self.sleep.wake_all();
+            self.idle.wake_all();
             self.timer.wake();
         }
     }
@@ -444,7 +446,7 @@ impl Pool {
     /// (it was admitted when it was scheduled).
     pub(crate) fn push_due(&self, job: Job) {
         self.push_due_quietly(job);
-        self.sleep.notify_work();
+        self.idle.notify_work();
     }
 
     /// [`push_due`](Self::push_due) without the wake-up: the caller calls
@@ -463,7 +465,7 @@ impl Pool {
         self.job_pushed();
         local.push(job);
         // The fence in notify_work orders the push before the state read.
-        self.sleep.notify_work();
+        self.idle.notify_work();
         if !self.lifecycle.is_running() {
             if let Some(job) = local.pop() {
                 self.jobs_ended(1);
@@ -491,7 +493,7 @@ impl Pool {
     /// Stops accepting work; queued work still runs.
     pub(crate) fn shutdown(&self) {
         if self.lifecycle.shutdown() {
-            self.sleep.wake_all();
+            self.idle.wake_all();
             self.timer.wake();
         }
     }
@@ -500,7 +502,7 @@ impl Pool {
     pub(crate) fn shutdown_now(&self) -> Vec<Job> {
         self.lifecycle.stop();
         fence(Ordering::SeqCst);
-        self.sleep.wake_all();
+        self.idle.wake_all();
         self.lifecycle.wait_no_submissions_in_flight();
         // The timer first: it pushes due tasks on the injector under the
         // lock that its drain takes (see `timer::driver`).
@@ -596,7 +598,7 @@ impl TaskContext for Pool {
     /// run inside one.
     fn rearm(
         &self,
-        entry: StdArc<dyn TimerEntry>,
+        entry: StdArc<dyn Delayed>,
         periodic: bool,
         reset: &mut dyn FnMut() -> bool,
     ) -> bool {
@@ -659,11 +661,11 @@ impl Workers for Pool {
     }
 
     fn notify(&self) {
-        self.sleep.notify_work();
+        self.idle.notify_work();
     }
 
     fn wake_all(&self) {
-        self.sleep.wake_all();
+        self.idle.wake_all();
     }
 
     fn is_stopped(&self) -> bool {
@@ -683,7 +685,7 @@ impl Workers for Pool {
     }
 
     fn some_worker_sleeps(&self) -> bool {
-        self.sleep.some_worker_sleeps()
+        self.idle.some_worker_sleeps()
     }
 
     fn ringing(&self, n: usize) {
@@ -794,7 +796,9 @@ fn drain(mut steal: impl FnMut() -> Steal<Job>, into: &mut Vec<Job>) {
 mod loom_model {
     use super::*;
     use crate::handle::TaskHandle;
-    use crate::loom_support::{bare_pool, join_all, model, spawn_workers, submit, DropCounter};
+    use crate::loom_model::support::{
+        bare_pool, join_all, model, spawn_workers, submit, DropCounter,
+    };
     use crate::sync::{thread, AtomicUsize};
     use crate::task::TaskError;
 

@@ -65,7 +65,7 @@ impl Drop for ClearCurrent {
 
 /// The body of worker thread `index` of `pool`, owning `local`.
 pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
-    parker::install(StdArc::clone(pool.sleep.parker(index)));
+    parker::install(StdArc::clone(pool.idle.parker(index)));
     let own = pool.own_thread();
     let ctx = WorkerContext { pool, index, local };
     {
@@ -152,7 +152,7 @@ impl WorkerContext {
                 None => {
                     if !searching {
                         searching = true;
-                        pool.sleep.start_searching();
+                        pool.idle.start_searching();
                     }
                     self.search()
                 }
@@ -160,7 +160,7 @@ impl WorkerContext {
             if let Some(job) = job {
                 if searching {
                     searching = false;
-                    pool.sleep.stop_searching(|| pool.has_visible_work());
+                    pool.idle.stop_searching(|| pool.has_visible_work());
                 }
                 self.run_job(job);
                 continue;
@@ -168,7 +168,7 @@ impl WorkerContext {
             if pool.idle_worker_may_exit() {
                 break;
             }
-            pool.sleep.sleep(
+            pool.idle.sleep(
                 self.index,
                 searching,
                 || pool.has_visible_work() || pool.idle_worker_may_exit(),
@@ -177,7 +177,7 @@ impl WorkerContext {
             searching = true;
         }
         if searching {
-            pool.sleep.stop_searching(|| pool.has_visible_work());
+            pool.idle.stop_searching(|| pool.has_visible_work());
         }
     }
 
@@ -199,7 +199,7 @@ impl WorkerContext {
     #[inline]
     fn announce_batch(&self, job: Job) -> Job {
         if !self.local.is_empty() {
-            self.pool.sleep.notify_work();
+            self.pool.idle.notify_work();
         }
         job
     }
@@ -291,7 +291,7 @@ impl WorkerContext {
                 if let Some(job) = self.next_job().or_else(|| self.steal_once()) {
                     if searching {
                         searching = false;
-                        pool.sleep.stop_searching(|| pool.has_visible_work());
+                        pool.idle.stop_searching(|| pool.has_visible_work());
                     }
                     self.run_job(job);
                     continue;
@@ -299,12 +299,12 @@ impl WorkerContext {
             }
             if !registered {
                 registered = true;
-                let waker = Waker::from(StdArc::clone(pool.sleep.parker(self.index)));
+                let waker = Waker::from(StdArc::clone(pool.idle.parker(self.index)));
                 if !register(header, &waker, ctx) {
                     continue;
                 }
             }
-            pool.sleep.sleep(
+            pool.idle.sleep(
                 self.index,
                 searching,
                 || header.is_final() || (helping && pool.has_visible_work()),
@@ -313,7 +313,7 @@ impl WorkerContext {
             searching = true;
         };
         if searching {
-            pool.sleep.stop_searching(|| pool.has_visible_work());
+            pool.idle.stop_searching(|| pool.has_visible_work());
         }
         finished
     }
@@ -350,7 +350,9 @@ impl WorkerContext {
 mod loom_model {
     use super::*;
     use crate::handle::TaskHandle;
-    use crate::loom_support::{bare_pool, expected_panic, join_all, model, spawn_workers, submit};
+    use crate::loom_model::support::{
+        bare_pool, expected_panic, join_all, model, spawn_workers, submit,
+    };
     use crate::pool::hooks::Hooks;
     use crate::sync::{AtomicUsize, Ordering};
 

@@ -370,7 +370,7 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
-    use crate::loom_support::model;
+    use crate::loom_model::support::model;
     use crate::sync::{thread, Arc};
 
     #[test]

@@ -16,7 +16,7 @@ use std::task::Waker;
 use crate::sync::StdArc;
 use crate::time::{Clock, Nanos};
 
-use super::entry::{TimerEntry, WallTask};
+use super::delayed::{Delayed, WallTask};
 use super::error::PanicPayload;
 use super::state::Header;
 use super::unwind::report_panic;
@@ -45,7 +45,7 @@ pub(crate) trait TaskContext {
     /// re-armed.
     fn rearm(
         &self,
-        entry: StdArc<dyn TimerEntry>,
+        entry: StdArc<dyn Delayed>,
         periodic: bool,
         reset: &mut dyn FnMut() -> bool,
     ) -> bool;
@@ -124,7 +124,7 @@ impl TaskContext for NoPool {
         CLOCK.get_or_init(Clock::new)
     }
 
-    fn rearm(&self, _: StdArc<dyn TimerEntry>, _: bool, _: &mut dyn FnMut() -> bool) -> bool {
+    fn rearm(&self, _: StdArc<dyn Delayed>, _: bool, _: &mut dyn FnMut() -> bool) -> bool {
         false
     }
 
@@ -142,7 +142,7 @@ impl TaskContext for NoPool {
 #[cfg(all(test, not(loom)))]
 pub(crate) struct TestContext {
     pub(crate) panics: std::sync::Mutex<Vec<Option<String>>>,
-    pub(crate) rearmed: std::sync::Mutex<Vec<StdArc<dyn TimerEntry>>>,
+    pub(crate) rearmed: std::sync::Mutex<Vec<StdArc<dyn Delayed>>>,
     pub(crate) watched: std::sync::Mutex<Vec<StdArc<dyn WallTask>>>,
     pub(crate) refuse_rearm: std::sync::atomic::AtomicBool,
     pub(crate) cancels: std::sync::atomic::AtomicUsize,
@@ -177,12 +177,7 @@ impl TaskContext for TestContext {
         &self.clock
     }
 
-    fn rearm(
-        &self,
-        entry: StdArc<dyn TimerEntry>,
-        _: bool,
-        reset: &mut dyn FnMut() -> bool,
-    ) -> bool {
+    fn rearm(&self, entry: StdArc<dyn Delayed>, _: bool, reset: &mut dyn FnMut() -> bool) -> bool {
         if self.refuse_rearm.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }

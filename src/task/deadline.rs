@@ -33,7 +33,7 @@ use crate::time::Nanos;
 
 use super::cell::TaskCell;
 use super::context::TaskContext;
-use super::entry::TimerEntry;
+use super::delayed::Delayed;
 use super::error::{PanicPayload, TaskError};
 use super::job::{Job, RunOutcome, Runnable};
 use super::name::Label;
@@ -177,7 +177,7 @@ pub(crate) struct TimeoutEntry<C> {
     deadline: Nanos,
 }
 
-impl<F, T, G, L> TimerEntry for TimeoutEntry<DeadlineTask<F, T, G, L>>
+impl<F, T, G, L> Delayed for TimeoutEntry<DeadlineTask<F, T, G, L>>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -212,59 +212,5 @@ where
     /// tasks are.
     fn into_job(self: StdArc<Self>) -> Job {
         Job::detached(move || drop(self))
-    }
-}
-
-/// loom model (`RUSTFLAGS="--cfg loom"`, see `loom-tests/README.md`) of a
-/// task with a time-out: its runner (the job run on one thread), the timer
-/// timing it out on another, and the handle joining on the main thread.
-///
-/// * `time_out_vs_run_vs_join`: asserted: `join` returns (a lost wake-up
-///   would leave it parked: loom reports the deadlock); `Ok` only if the
-///   closure ran and the time-out lost; `TimedOut` otherwise, the closure
-///   then having run at most once (it had started); the closure and its
-///   output are dropped exactly once, after both threads are done.
-#[cfg(all(test, loom))]
-mod loom_model {
-    use super::*;
-    use crate::handle::TaskHandle;
-    use crate::loom_support::{bare_pool, model, DropCounter};
-    use crate::sync::{thread, Arc, AtomicUsize, Ordering};
-
-    #[test]
-    fn time_out_vs_run_vs_join() {
-        model("deadline::time_out_vs_run_vs_join", || {
-            let (pool, _) = bare_pool(1, Default::default());
-            let (drops, ran) = (DropCounter::new(), Arc::new(AtomicUsize::new(0)));
-            let (guard, r) = (drops.guard(), Arc::clone(&ran));
-            let cell = DeadlineTask::new(
-                move || {
-                    let _guard = guard;
-                    r.fetch_add(1, Ordering::SeqCst);
-                    7
-                },
-                5,
-                None::<fn() -> u32>,
-                (),
-            );
-            let runner = {
-                let (pool, job) = (Arc::clone(&pool), Job::task(StdArc::clone(&cell)));
-                thread::spawn(move || job.run(&*pool))
-            };
-            let timer = {
-                let (pool, entry) = (Arc::clone(&pool), cell.timeout_entry());
-                thread::spawn(move || entry.expire(&*pool).is_none())
-            };
-            let result = TaskHandle::new(cell, Arc::clone(&pool)).join();
-            runner.join().unwrap();
-            assert!(timer.join().unwrap());
-            let ran = ran.load(Ordering::SeqCst);
-            match result {
-                Ok(v) => assert!(v == 7 && ran == 1),
-                Err(TaskError::TimedOut) => assert!(ran <= 1),
-                Err(e) => panic!("unexpected {e}"),
-            }
-            assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
-        });
     }
 }

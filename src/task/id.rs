@@ -166,7 +166,7 @@ mod loom_model {
 
     #[test]
     fn racing_first_reads_agree() {
-        crate::loom_support::model("id::racing_first_reads_agree", || {
+        crate::loom_model::support::model("id::racing_first_reads_agree", || {
             let slot = Arc::new(IdSlot::default());
             let other = Arc::clone(&slot);
             let t = loom::thread::spawn(move || other.get());

@@ -11,7 +11,7 @@
 //!   someone asks, and its name, if it was given one;
 //! * `running.rs`: the task running on this thread, for
 //!   `chronopool::cancelled()`, `task_id()` and `task_name()`;
-//! * `entry.rs`: [`TimerEntry`], what the timer holds for a task;
+//! * `entry.rs`: [`Delayed`], what the timer holds for a task;
 //! * `alarm.rs`: [`Alarm`], what it holds for a timer future: a deadline
 //!   and a waker, rung on the timer's thread;
 //! * `context.rs`: [`TaskContext`], all a task needs from whatever runs it
@@ -27,7 +27,7 @@ pub(crate) mod alarm;
 pub(crate) mod cell;
 pub(crate) mod context;
 pub(crate) mod deadline;
-pub(crate) mod entry;
+pub(crate) mod delayed;
 pub(crate) mod error;
 pub(crate) mod id;
 pub(crate) mod job;
@@ -43,7 +43,7 @@ pub(crate) use alarm::{Alarm, Rang};
 pub(crate) use cell::TaskCell;
 pub(crate) use context::TaskContext;
 pub(crate) use deadline::DeadlineTask;
-pub(crate) use entry::{TimerEntry, WallTask};
+pub(crate) use delayed::{Delayed, WallTask};
 pub use error::{PanicPayload, TaskError};
 pub use id::TaskId;
 pub(crate) use job::{Job, RunOutcome};

@@ -14,7 +14,7 @@ use crate::time::Nanos;
 
 use super::cell::TaskCell;
 use super::context::TaskContext;
-use super::entry::TimerEntry;
+use super::delayed::Delayed;
 use super::error::TaskError;
 use super::job::{Job, RunOutcome, Runnable};
 use super::name::Label;
@@ -111,7 +111,7 @@ where
     }
 }
 
-impl<F, T, L> TimerEntry for ScheduledTask<F, T, L>
+impl<F, T, L> Delayed for ScheduledTask<F, T, L>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
@@ -144,10 +144,10 @@ mod tests {
     fn a_cancel_is_counted_with_the_timer_and_the_entry_becomes_final() {
         let ctx = TestContext::default();
         let task = StdArc::new(ScheduledTask::new(|| 7, 42));
-        assert_eq!(TimerEntry::deadline(&*task), 42);
+        assert_eq!(Delayed::deadline(&*task), 42);
         assert!(Cancellable::cancel(&*task, &ctx));
         assert_eq!(ctx.cancels.load(Ordering::SeqCst), 1);
-        assert!(TimerEntry::is_final(&*task));
+        assert!(Delayed::is_final(&*task));
         assert!(!Cancellable::cancel(&*task, &ctx), "a cancel wins once");
         assert_eq!(ctx.cancels.load(Ordering::SeqCst), 1);
     }

@@ -65,7 +65,7 @@
 //! [`Ring`]: crate::sync::ring::Ring
 
 use crate::sync::{fence, Ordering, StdArc};
-use crate::task::TimerEntry;
+use crate::task::Delayed;
 use crate::time::Nanos;
 
 use super::{Queue, Timer};
@@ -73,9 +73,9 @@ use super::{Queue, Timer};
 /// The most commands the queue holds (module doc); 2 under loom, so that
 /// the models reach a full queue.
 #[cfg(not(loom))]
-pub(super) const COMMANDS_CAPACITY: usize = 4096;
+pub(crate) const COMMANDS_CAPACITY: usize = 4096;
 #[cfg(loom)]
-pub(super) const COMMANDS_CAPACITY: usize = 2;
+pub(crate) const COMMANDS_CAPACITY: usize = 2;
 
 /// A push that finds a backlog of this wakes the timer thread: half the
 /// queue (never under loom: the models' queue fills instead).
@@ -89,9 +89,9 @@ const BACKLOG_CHECK: usize = 64;
 
 /// A task for the timer thread to place. The deadline travels with it, so
 /// that placing it does not read the task (a cache line another core wrote).
-pub(super) struct Insert {
+pub(crate) struct Insert {
     deadline: Nanos,
-    entry: StdArc<dyn TimerEntry>,
+    entry: StdArc<dyn Delayed>,
 }
 
 impl Timer {
@@ -138,7 +138,7 @@ impl Timer {
     /// Called by the timer thread as it exits: from now on a scheduler
     /// that finds the command queue full applies it itself, and one that
     /// waits for room is woken to do so.
-    pub(super) fn timer_thread_exits(&self) {
+    pub(crate) fn timer_thread_exits(&self) {
         let _queue = self.queue.lock();
         self.exited.store(true, Ordering::Relaxed);
         self.room.notify_all();
@@ -154,7 +154,7 @@ impl Timer {
 
     /// Hands `entry`, counted by `reserve`, to the timer thread (waiting
     /// for room if the command queue is full: module doc).
-    pub(crate) fn insert_reserved(&self, entry: StdArc<dyn TimerEntry>) {
+    pub(crate) fn insert_reserved(&self, entry: StdArc<dyn Delayed>) {
         let deadline = entry.deadline();
         // Every `BACKLOG_CHECK`th position looks at the backlog (module
         // doc): a hint, read without a counter of its own.
@@ -175,7 +175,7 @@ impl Timer {
 
     /// Hands back a periodic task after a run (counted again, whatever the
     /// limit: it was admitted when it was first scheduled).
-    pub(crate) fn reinsert(&self, entry: StdArc<dyn TimerEntry>) {
+    pub(crate) fn reinsert(&self, entry: StdArc<dyn Delayed>) {
         self.pending.fetch_add(1, Ordering::SeqCst);
         self.insert_reserved(entry);
     }
@@ -190,7 +190,7 @@ impl Timer {
     /// (and not handing over) for the whole of its burst: the turn hands
     /// over the due tasks, sees the queue still holds commands, and turns
     /// again. Returns true if it emptied the queue.
-    pub(super) fn apply_commands(&self, queue: &mut Queue, now: Nanos) -> bool {
+    pub(crate) fn apply_commands(&self, queue: &mut Queue, now: Nanos) -> bool {
         let mut applied = 0;
         while applied < COMMANDS_CAPACITY {
             let Some(Insert { deadline, entry }) = self.commands.pop() else {
@@ -267,132 +267,5 @@ mod tests {
         let placed: Vec<_> = queue.drain().iter().map(address).collect();
         let submitted: Vec<_> = entries.iter().map(address).collect();
         assert_eq!(placed, submitted, "submission order");
-    }
-}
-
-/// loom models of the command queue's protocols: the wake-up (`armed`), the
-/// wait for room, and the timer thread's exit (see the driver's
-/// `loom_model` for how the models treat time).
-///
-/// * `earlier_deadline_rearms_the_waiter`: the timer thread sleeps until a
-///   task's deadline while a task due earlier is scheduled. Asserted: it
-///   does not stay asleep past the earlier deadline: it is woken, or sees
-///   the command before it parks, and re-arms for the earlier deadline (if
-///   it slept on, loom would report the deadlock); nothing is handed over
-///   early; `pending` counts both tasks.
-/// * `full_queue_waits_for_the_timer_thread`: the timer thread sleeps
-///   until a placed task's deadline, with one command queued, while one
-///   thread schedules an earlier task and another a later one; the second
-///   of them to push may find the command queue (2 commands under loom)
-///   full and wait for room. Asserted: the timer thread re-arms for the
-///   earlier deadline, and every waiting scheduler is let through (a lost
-///   signal of `room`, or a scheduler that waits without waking the timer
-///   thread, is a deadlock); `pending` is 4.
-/// * `full_queue_vs_shutdown_now`: the command queue is full when the
-///   timer thread starts, and a third task is scheduled while
-///   `shutdown_now` stops the pool: its scheduler may wait for room while
-///   the timer thread exits. Asserted: it is let through (it applies the
-///   queue itself once the timer thread has exited; waiting on would be a
-///   deadlock, as `shutdown_now` waits for it), and `shutdown_now` returns
-///   every admitted task exactly once, with `pending` back to 0.
-/// * `full_queue_as_the_timer_thread_exits`: three inserts (one more than
-///   the command queue holds) while the timer thread exits without taking
-///   any. Asserted: the third is let through (it applies the queue itself,
-///   if need be after waking from its wait: a scheduler that waits on
-///   after the exit, or an exit that does not signal `room`, is a
-///   deadlock), and all three are in the backend or the queue.
-#[cfg(all(test, loom))]
-mod loom_model {
-    use super::super::loom_model::{schedule, turns_until, EARLIER, LATER};
-    use super::super::{run_with_clock, Probe, Waiting};
-    use super::*;
-    use crate::loom_support::{bare_pool, model, DEFAULT_POLICY};
-    use crate::sync::{thread, Arc};
-    use crate::timer::TimerQueue;
-
-    #[test]
-    fn earlier_deadline_rearms_the_waiter() {
-        model("timer::earlier_deadline_rearms_the_waiter", || {
-            let (pool, _) = bare_pool(1, Default::default());
-            let _later = schedule(&pool, || (), 0, LATER);
-            let timer = {
-                let pool = Arc::clone(&pool);
-                thread::spawn(move || turns_until(&pool, |next, _| next == Some(EARLIER)))
-            };
-            let _earlier = schedule(&pool, || (), 0, EARLIER);
-            timer.join().unwrap();
-            assert_eq!(pool.timer.armed.load(Ordering::SeqCst), EARLIER);
-            assert_eq!(pool.timer.pending(), 2);
-            assert!(!pool.has_visible_work(), "nothing is due yet");
-        });
-    }
-
-    #[test]
-    fn full_queue_waits_for_the_timer_thread() {
-        model("timer::full_queue_waits_for_the_timer_thread", || {
-            let (pool, _) = bare_pool(1, Default::default());
-            let _placed = schedule(&pool, || (), 0, LATER);
-            turns_until(&pool, |next, _| next == Some(LATER));
-            // One command queued (capacity 2 under loom): of the two
-            // inserts below, the second finds the queue full unless the
-            // timer thread took a command first, and waits for room.
-            let _queued = schedule(&pool, || (), 0, LATER);
-            let timer = {
-                let pool = Arc::clone(&pool);
-                thread::spawn(move || turns_until(&pool, |next, _| next == Some(EARLIER)))
-            };
-            let earlier = {
-                let pool = Arc::clone(&pool);
-                thread::spawn(move || drop(schedule(&pool, || (), 0, EARLIER)))
-            };
-            let _last = schedule(&pool, || (), 0, LATER);
-            earlier.join().unwrap();
-            timer.join().unwrap();
-            assert_eq!(pool.timer.pending(), 4);
-            assert!(!pool.has_visible_work(), "nothing is due yet");
-        });
-    }
-
-    #[test]
-    fn full_queue_vs_shutdown_now() {
-        model("timer::full_queue_vs_shutdown_now", || {
-            let (pool, _) = bare_pool(1, Default::default());
-            // Two commands: the queue is full (capacity 2 under loom).
-            let _first = schedule(&pool, || (), 0, LATER);
-            let _second = schedule(&pool, || (), 0, LATER);
-            let timer = {
-                let pool = Arc::clone(&pool);
-                thread::spawn(move || run_with_clock(&*pool, || 0, Waiting::new(0)))
-            };
-            let third = {
-                let pool = Arc::clone(&pool);
-                thread::spawn(move || crate::loom_support::schedule(&pool, || (), 0, LATER).is_ok())
-            };
-            let returned = pool.shutdown_now();
-            let admitted = third.join().unwrap();
-            timer.join().unwrap();
-            assert_eq!(returned.len(), 2 + usize::from(admitted), "each once");
-            assert_eq!(pool.timer.pending(), 0);
-        });
-    }
-
-    #[test]
-    fn full_queue_as_the_timer_thread_exits() {
-        model("timer::full_queue_as_the_timer_thread_exits", || {
-            let timer = Arc::new(Timer::new(TimerQueue::heap(), DEFAULT_POLICY, usize::MAX));
-            let exit = {
-                let timer = Arc::clone(&timer);
-                thread::spawn(move || timer.timer_thread_exits())
-            };
-            for _ in 0..3 {
-                assert!(timer.reserve());
-                timer.insert_reserved(StdArc::new(Probe(LATER)));
-            }
-            exit.join().unwrap();
-            assert_eq!(timer.pending(), 3);
-            let mut queue = timer.queue.lock();
-            assert!(timer.apply_commands(&mut queue, 0), "the queue empties");
-            assert_eq!(queue.len(), 3);
-        });
     }
 }

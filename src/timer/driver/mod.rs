@@ -53,7 +53,7 @@ use crate::sync::ring::Ring;
 use crate::sync::{
     fence, AtomicBool, AtomicU64, AtomicUsize, CachePadded, Condvar, Mutex, Ordering, StdArc,
 };
-use crate::task::{Job, TaskContext, TimerEntry};
+use crate::task::{Delayed, Job, TaskContext};
 use crate::time::{Clock, Nanos};
 
 use super::queue::DelayQueue;
@@ -63,17 +63,17 @@ use waiting::{Wait, Waiting};
 
 pub(crate) use shutdown::ShutdownPolicy;
 
-mod commands;
-mod shutdown;
-mod sweep;
-mod waiting;
-mod wall;
+pub(crate) mod commands;
+pub(crate) mod shutdown;
+pub(crate) mod sweep;
+pub(crate) mod waiting;
+pub(crate) mod wall;
 
 /// The backend, type-erased.
-type Queue = Box<dyn DelayQueue<StdArc<dyn TimerEntry>> + Send>;
+pub(crate) type Queue = Box<dyn DelayQueue<StdArc<dyn Delayed>> + Send>;
 
 /// A scheduled task as the timer holds it.
-type Entry = StdArc<dyn TimerEntry>;
+pub(crate) type Entry = StdArc<dyn Delayed>;
 
 /// The timer of one pool (see the module doc). Its fields are private to
 /// the driver: each protocol's file reaches those it needs.
@@ -103,7 +103,7 @@ pub(crate) struct Timer {
     shutdown_filter: AtomicUsize,
     /// The deadline the timer thread sleeps until; 0 while it is awake;
     /// `u64::MAX` while it sleeps without a deadline.
-    armed: CachePadded<AtomicU64>,
+    pub(crate) armed: CachePadded<AtomicU64>,
     /// Where the timer thread sleeps, and is woken.
     parker: StdArc<Parker>,
     /// Scheduled tasks the timer still holds (see the invariants above).
@@ -111,7 +111,7 @@ pub(crate) struct Timer {
     /// The most scheduled tasks `reserve` admits.
     max_pending: usize,
     /// The backend, behind the lock described in the module doc.
-    queue: Mutex<Queue>,
+    pub(crate) queue: Mutex<Queue>,
     /// Entries the shutdown policies dropped, to be cancelled outside the
     /// lock (see `shutdown`). Only touched under the `queue` lock.
     doomed: Mutex<Vec<Entry>>,
@@ -198,7 +198,7 @@ impl Timer {
     /// (its time moves only by `ManualClock::advance`, which hands over the
     /// tasks due itself). (Under loom a deadline never passes: a model wakes
     /// it with [`wake`](Self::wake).)
-    fn sleep_until(&self, next: Option<Nanos>) {
+    pub(crate) fn sleep_until(&self, next: Option<Nanos>) {
         let wake_at: Option<Instant> = next
             .filter(|_| !self.clock.is_manual())
             .and_then(|n| self.clock.instant_of(n));
@@ -297,7 +297,7 @@ pub(crate) fn run(pool: &impl Workers, spin: Nanos) {
 /// The timer thread's loop, reading the time from `now` (the executor's
 /// clock; a model's explicit time under loom, which does not model time:
 /// there `waiting` never spins).
-fn run_with_clock(pool: &impl Workers, now: impl Fn() -> Nanos, mut waiting: Waiting) {
+pub(crate) fn run_with_clock(pool: &impl Workers, now: impl Fn() -> Nanos, mut waiting: Waiting) {
     let timer = pool.timer();
     loop {
         match turn(pool, &now) {
@@ -320,7 +320,7 @@ fn run_with_clock(pool: &impl Workers, now: impl Fn() -> Nanos, mut waiting: Wai
 
 /// What one [`turn`] of the timer thread decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Turn {
+pub(crate) enum Turn {
     /// The timer thread is done (the pool stopped or terminated).
     Exit,
     /// A command arrived after `armed` was published: turn again at once.
@@ -336,7 +336,7 @@ enum Turn {
 /// `commands`).
 /// Entries the shutdown policies dropped are cancelled after the lock is
 /// released, and the turn is taken again (`pending` changed).
-fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
+pub(crate) fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
     let timer = pool.timer();
     timer.armed.store(0, Ordering::SeqCst);
     let watching_wall = timer.check_wall(pool, now());
@@ -487,10 +487,10 @@ fn ring(rung: Vec<Entry>, pool: &impl Workers) {
 
 /// An entry that is never handed over: only its identity matters.
 #[cfg(test)]
-struct Probe(Nanos);
+pub(crate) struct Probe(pub(crate) Nanos);
 
 #[cfg(test)]
-impl TimerEntry for Probe {
+impl Delayed for Probe {
     fn deadline(&self) -> Nanos {
         self.0
     }
@@ -538,125 +538,5 @@ mod tests {
         // A stopped clock: only the command ends the spin.
         insert_all(&timer, &[StdArc::new(Probe(7))]);
         timer.spin_until(1_000, || 0);
-    }
-}
-
-/// loom models of the timer thread's protocols (`RUSTFLAGS="--cfg loom"`,
-/// see `loom-tests/README.md`). loom does not model time: the timer thread
-/// runs its real turns ([`turn`], [`run_with_clock`]) on an explicit clock,
-/// its timed sleep ends only when it is woken, and a model that lets time
-/// pass moves its clock and then wakes the timer thread (which is what the
-/// end of a timed wait does). Deadlines are far beyond the wall clock, so
-/// that nothing depends on it.
-///
-/// The models of each protocol are beside it (`commands`, `sweep`,
-/// `shutdown`) and share the helpers here. Those of the hand-over:
-///
-/// * `due_task_is_handed_to_a_worker_once`: a task scheduled for later
-///   falls due (the model's clock passes its deadline, then it wakes the
-///   timer thread), and the timer thread hands it to a real worker thread
-///   (the injector, then the sleep protocol's wake-up). Asserted: the
-///   caller's `join` sees its result, it ran exactly once, `pending` is
-///   back to 0 (a second hand-over would take it below), and after
-///   `shutdown` the worker and the timer thread exit.
-/// * `due_task_vs_shutdown_now`: the timer thread hands a task that fell
-///   due to the injector while `shutdown_now` drains the timer, then the
-///   injector (no worker: nothing else takes it). Asserted: the task is
-///   returned exactly once (from the backend, the command queue or the
-///   injector: never lost between them, never both) and `pending` is 0.
-#[cfg(all(test, loom))]
-mod loom_model {
-    use super::*;
-    use crate::handle::ScheduledHandle;
-    use crate::loom_support::{bare_pool, join_all, model, spawn_workers};
-    use crate::pool::Pool;
-    use crate::sync::{thread, Arc};
-
-    /// Deadlines no wall clock reaches (about 146 and 292 years).
-    pub(super) const EARLIER: Nanos = 1 << 62;
-    pub(super) const LATER: Nanos = 1 << 63;
-
-    /// Schedules `f` at `deadline`, the time being `now` (the real
-    /// submission path: admission, `reserve`, `insert_reserved`).
-    pub(super) fn schedule<T: Send + 'static>(
-        pool: &Arc<Pool>,
-        f: impl FnOnce() -> T + Send + 'static,
-        now: Nanos,
-        deadline: Nanos,
-    ) -> ScheduledHandle<T> {
-        crate::loom_support::schedule(pool, f, now, deadline).expect("the pool accepts it")
-    }
-
-    /// Runs the timer thread's turns at time 0 until `done` says so after
-    /// a turn that would sleep; sleeps otherwise.
-    pub(super) fn turns_until(pool: &Pool, mut done: impl FnMut(Option<Nanos>, usize) -> bool) {
-        loop {
-            match turn(pool, || 0) {
-                Turn::Exit => panic!("the timer thread exits only when the pool stops"),
-                Turn::Again => continue,
-                Turn::Sleep { next, held } => {
-                    if done(next, held) {
-                        return;
-                    }
-                    pool.timer.sleep_until(next);
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn due_task_is_handed_to_a_worker_once() {
-        model("timer::due_task_is_handed_to_a_worker_once", || {
-            const DUE: Nanos = 5;
-            let (pool, deques) = bare_pool(1, Default::default());
-            let clock = Arc::new(AtomicU64::new(0));
-            let workers = spawn_workers(&pool, deques);
-            let timer = {
-                let (pool, clock) = (Arc::clone(&pool), Arc::clone(&clock));
-                thread::spawn(move || {
-                    run_with_clock(&*pool, || clock.load(Ordering::SeqCst), Waiting::new(0))
-                })
-            };
-            let ran = Arc::new(AtomicUsize::new(0));
-            let r = Arc::clone(&ran);
-            let handle = schedule(
-                &pool,
-                move || {
-                    r.fetch_add(1, Ordering::SeqCst);
-                    7
-                },
-                0,
-                DUE,
-            );
-            // The deadline passes: what ends the timer thread's timed wait.
-            clock.store(DUE, Ordering::SeqCst);
-            pool.timer.wake();
-            assert_eq!(handle.join().ok(), Some(7));
-            pool.shutdown();
-            join_all(workers);
-            timer.join().unwrap();
-            assert_eq!(ran.load(Ordering::SeqCst), 1);
-            assert_eq!(pool.timer.pending(), 0);
-        });
-    }
-
-    #[test]
-    fn due_task_vs_shutdown_now() {
-        model("timer::due_task_vs_shutdown_now", || {
-            const DUE: Nanos = 5;
-            let (pool, _) = bare_pool(1, Default::default());
-            let task = schedule(&pool, || 7, 0, DUE);
-            let timer = {
-                let pool = Arc::clone(&pool);
-                thread::spawn(move || run_with_clock(&*pool, || DUE, Waiting::new(0)))
-            };
-            let returned = pool.shutdown_now();
-            timer.join().unwrap();
-            assert_eq!(returned.len(), 1, "returned exactly once");
-            assert_eq!(pool.timer.pending(), 0);
-            assert!(!pool.has_visible_work());
-            drop(returned);
-            assert!(task.is_cancelled());
-        });
     }
 }

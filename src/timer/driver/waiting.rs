@@ -56,7 +56,7 @@ const LONG_WAIT: u64 = 5;
 
 /// What the timer thread does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Wait {
+pub(crate) enum Wait {
     /// Park until this instant (without a deadline if `None`), or until
     /// woken.
     Park(Option<Nanos>),
@@ -89,7 +89,7 @@ impl Slack {
 /// the next deadline, the clock and the pool's state; remembers the slack
 /// it set and the deadline it woke early for.
 #[derive(Debug)]
-pub(super) struct Waiting {
+pub(crate) struct Waiting {
     /// The spin window (0: never spin).
     spin: Nanos,
     /// The slack the thread has now (it starts with the inherited one).
@@ -102,7 +102,7 @@ pub(super) struct Waiting {
 impl Waiting {
     /// A policy that spins for at most `spin` nanoseconds before a
     /// deadline (0: never).
-    pub(super) fn new(spin: Nanos) -> Self {
+    pub(crate) fn new(spin: Nanos) -> Self {
         Waiting {
             spin,
             slack: Slack::Inherited,

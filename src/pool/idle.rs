@@ -66,7 +66,7 @@ fn searching(state: usize) -> usize {
 
 /// The sleep/wake protocol of one pool (see the module doc).
 #[derive(Debug)]
-pub(crate) struct Sleep {
+pub(crate) struct Idle {
     /// `searching << 16 | sleeping`.
     state: AtomicUsize,
     /// Indices of the workers that sleep (or are about to).
@@ -75,11 +75,11 @@ pub(crate) struct Sleep {
     parkers: Box<[StdArc<Parker>]>,
 }
 
-impl Sleep {
+impl Idle {
     /// The protocol for `workers` workers (at most `COUNT_MASK`).
     pub(crate) fn new(workers: usize) -> Self {
         assert!(workers <= COUNT_MASK);
-        Sleep {
+        Idle {
             state: AtomicUsize::new(0),
             sleepers: Mutex::new(Vec::with_capacity(workers)),
             parkers: (0..workers).map(|_| StdArc::new(Parker::new())).collect(),
@@ -218,45 +218,45 @@ mod tests {
 
     #[test]
     fn a_sleeper_is_woken_by_new_work_and_comes_back_searching() {
-        let sleep = Arc::new(Sleep::new(1));
+        let idle = Arc::new(Idle::new(1));
         let work = Arc::new(AtomicBool::new(false));
-        sleep.start_searching();
+        idle.start_searching();
         let t = {
-            let (sleep, work) = (sleep.clone(), work.clone());
+            let (idle, work) = (idle.clone(), work.clone());
             std::thread::spawn(move || {
-                sleep.sleep(0, true, || work.load(Ordering::SeqCst), None);
+                idle.sleep(0, true, || work.load(Ordering::SeqCst), None);
                 assert!(work.load(Ordering::SeqCst));
             })
         };
         // Wait until it announced itself, then publish work and notify.
-        while sleep.counts() != (0, 1) {
+        while idle.counts() != (0, 1) {
             std::thread::yield_now();
         }
         work.store(true, Ordering::SeqCst);
-        sleep.notify_work();
+        idle.notify_work();
         t.join().unwrap();
-        assert_eq!(sleep.counts(), (1, 0));
+        assert_eq!(idle.counts(), (1, 0));
     }
 
     #[test]
     fn notify_wakes_nobody_while_a_worker_searches() {
-        let sleep = Sleep::new(2);
-        sleep.start_searching();
+        let idle = Idle::new(2);
+        idle.start_searching();
         // Worker 1 "sleeps" with its wake condition already true.
-        sleep.sleep(1, false, || true, None);
-        assert_eq!(sleep.counts(), (2, 0));
-        sleep.stop_searching(|| false);
-        sleep.stop_searching(|| false);
-        assert_eq!(sleep.counts(), (0, 0));
+        idle.sleep(1, false, || true, None);
+        assert_eq!(idle.counts(), (2, 0));
+        idle.stop_searching(|| false);
+        idle.stop_searching(|| false);
+        assert_eq!(idle.counts(), (0, 0));
     }
 
     #[test]
     fn a_deadline_ends_the_sleep() {
-        let sleep = Sleep::new(1);
+        let idle = Idle::new(1);
         let t0 = Instant::now();
-        sleep.sleep(0, false, || false, Some(t0 + Duration::from_millis(20)));
+        idle.sleep(0, false, || false, Some(t0 + Duration::from_millis(20)));
         assert!(t0.elapsed() >= Duration::from_millis(20));
-        assert_eq!(sleep.counts(), (1, 0));
+        assert_eq!(idle.counts(), (1, 0));
     }
 }
 
@@ -286,7 +286,7 @@ mod tests {
 #[cfg(all(test, loom))]
 mod loom_model {
     use super::*;
-    use crate::loom_support::model;
+    use crate::loom_model::support::model;
     use crate::sync::{thread, Arc};
 
     /// A queue of indistinguishable tasks with crossbeam-deque's orderings
@@ -332,7 +332,7 @@ mod loom_model {
 
     /// What the workers share.
     struct World {
-        sleep: Sleep,
+        idle: Idle,
         queue: Queue,
         /// Tasks the workers finished with.
         done: AtomicUsize,
@@ -354,39 +354,39 @@ mod loom_model {
     /// was taken. Whoever finishes the last task wakes the others (as a
     /// shutdown does) so that they can leave.
     fn worker(world: &World, index: usize) {
-        let sleep = &world.sleep;
+        let idle = &world.idle;
         let mut searching = false;
         loop {
             // The fast path, then (as a searcher) one more look.
             let found = world.queue.take() || {
                 if !searching {
                     searching = true;
-                    sleep.start_searching();
+                    idle.start_searching();
                 }
                 world.queue.take()
             };
             if found {
                 if searching {
                     searching = false;
-                    sleep.stop_searching(|| world.has_work());
+                    idle.stop_searching(|| world.has_work());
                 }
                 if world.done.fetch_add(1, Ordering::SeqCst) + 1 == world.tasks {
-                    sleep.wake_all();
+                    idle.wake_all();
                 }
                 continue;
             }
             if world.all_done() {
                 break;
             }
-            sleep.sleep(index, true, || world.has_work() || world.all_done(), None);
+            idle.sleep(index, true, || world.has_work() || world.all_done(), None);
             searching = true;
         }
-        sleep.stop_searching(|| world.has_work());
+        idle.stop_searching(|| world.has_work());
     }
 
     fn run(workers: usize, tasks: usize) {
         let world = Arc::new(World {
-            sleep: Sleep::new(workers),
+            idle: Idle::new(workers),
             queue: Queue::default(),
             done: AtomicUsize::new(0),
             tasks,
@@ -399,25 +399,25 @@ mod loom_model {
             .collect();
         for _ in 0..tasks {
             world.queue.push();
-            world.sleep.notify_work();
+            world.idle.notify_work();
         }
         for t in threads {
             t.join().unwrap();
         }
         assert_eq!(world.queue.taken.load(Ordering::SeqCst), tasks);
         assert_eq!(world.done.load(Ordering::SeqCst), tasks);
-        let state = world.sleep.state.load(Ordering::SeqCst);
+        let state = world.idle.state.load(Ordering::SeqCst);
         assert_eq!((searching(state), sleeping(state)), (0, 0));
-        assert!(world.sleep.sleepers.lock().is_empty());
+        assert!(world.idle.sleepers.lock().is_empty());
     }
 
     #[test]
     fn push_while_last_worker_goes_to_sleep() {
-        model("sleep::push_while_last_worker_goes_to_sleep", || run(1, 1));
+        model("idle::push_while_last_worker_goes_to_sleep", || run(1, 1));
     }
 
     #[test]
     fn two_workers_two_tasks() {
-        model("sleep::two_workers_two_tasks", || run(2, 2));
+        model("idle::two_workers_two_tasks", || run(2, 2));
     }
 }

@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use super::{lateness, Pool};
+use crate::sync::Ordering;
+
 /// A snapshot of an executor's counters, from
 /// [`ScheduledExecutor::metrics`](crate::ScheduledExecutor::metrics).
 ///
@@ -100,4 +103,45 @@ pub struct Lateness {
     pub p99: Duration,
     /// The latest start among the runs timed.
     pub max: Duration,
+}
+
+impl Pool {
+    /// A snapshot of the pool's counters, assembled here from the timer's
+    /// figures, the pool's own counts and each worker's shard.
+    pub(crate) fn metrics(&self) -> Metrics {
+        // The cancels since the last sweep: out of the timer and counted,
+        // so that a cancel shows as soon as it returned.
+        self.timer.sweep_cancelled();
+        self.give_up_stranded();
+        let mut m = Metrics {
+            worker_threads: self.workers(),
+            queued_tasks: self.queued_jobs(),
+            scheduled_tasks: self.timer.pending(),
+            cancelled_tasks: self.timer.swept_cancelled(),
+            rejected_tasks: self.rejected.load(Ordering::Relaxed),
+            timed_out_tasks: self.timed_out.load(Ordering::Relaxed),
+            skipped_runs: self.skipped_runs.load(Ordering::Relaxed),
+            delayed_runs: self.delayed_runs.load(Ordering::Relaxed),
+            ..Metrics::default()
+        };
+        let mut late = vec![0; lateness::BUCKETS];
+        let (mut runs, mut max) = (0, 0);
+        for stats in self.worker_stats() {
+            m.active_workers += usize::from(stats.is_busy());
+            m.completed_tasks += stats.completed();
+            m.panicked_tasks += stats.panicked();
+            m.cancelled_tasks += stats.cancelled();
+            let (shard_runs, shard_max) = stats.lateness.merge_into(&mut late);
+            runs += shard_runs;
+            max = max.max(shard_max);
+        }
+        let (p50, p99, max) = lateness::summary(&late, max);
+        m.lateness = Lateness {
+            runs,
+            p50,
+            p99,
+            max,
+        };
+        m
+    }
 }

@@ -1,5 +1,8 @@
-//! [`TimerEntry`]: what the timer holds for a task scheduled to run later;
-//! [`WallTask`]: what it watches for a task due at a wall time.
+//! What the timer sees of a task: [`Delayed`], what it holds for one
+//! scheduled to run later (the JDK's `Delayed`: it knows when it is due),
+//! and [`WallTask`], what it watches for one due at a wall time. Defined
+//! here, in the task layer, because the task cells implement them and the
+//! timer, a layer up, only holds them.
 
 use crate::sync::StdArc;
 use crate::time::Nanos;
@@ -8,7 +11,7 @@ use super::context::TaskContext;
 use super::job::Job;
 
 /// What the timer holds for a scheduled task.
-pub(crate) trait TimerEntry: Send + Sync + 'static {
+pub(crate) trait Delayed: Send + Sync + 'static {
     /// When it is due.
     fn deadline(&self) -> Nanos;
     /// True if it was cancelled (or otherwise finished): not worth keeping.

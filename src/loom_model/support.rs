@@ -1,5 +1,6 @@
-//! What the component loom models (the `loom_model` module beside each
-//! protocol) share: a `loom::model` that counts and prints the interleavings
+//! What the component loom models (in this folder, and the `loom_model`
+//! modules beside the protocols that need only their module) share: a
+//! `loom::model` that counts and prints the interleavings
 //! it explored, a pool without threads (each model starts the threads it
 //! needs), and small probes (drop counters, an expected panic).
 //!

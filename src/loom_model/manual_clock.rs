@@ -1,0 +1,69 @@
+//! loom model of `advance` (`RUSTFLAGS="--cfg loom"`, see
+//! `loom-tests/README.md`), over a pool on a manual clock with one real
+//! worker thread and its real timer thread (`timer::driver::run`, which on
+//! a manual clock parks without a deadline).
+//!
+//! `advance_vs_the_timer_thread`: a task is scheduled for time 5 and the
+//! main thread advances the clock by 5 while the timer thread turns (woken
+//! by the insert) and the worker runs what is handed over. The task itself
+//! schedules a second one, due at once (its deadline, 5, is the time now:
+//! it goes straight to the workers). Asserted: `advance` returns (a lost
+//! notification of the job count, or a quiet seen while a job was still
+//! queued, would leave it waiting or return early: loom reports the
+//! deadlock, the asserts the early return); when it returns both tasks
+//! have run exactly once, no job is counted and the time is 5; after
+//! `shutdown` the worker and the timer thread exit.
+
+use crate::loom_model::support::{join_all, model, schedule, spawn_workers, DEFAULT_POLICY};
+use crate::pool::Pool;
+use crate::sync::{thread, Arc, AtomicUsize};
+use crate::sync::{Ordering, StdArc};
+use crate::time::manual::*;
+use crate::time::Clock;
+use crate::timer::driver::Timer;
+use std::time::Duration;
+
+#[test]
+fn advance_vs_the_timer_thread() {
+    model("time::advance_vs_the_timer_thread", || {
+        let clock = ManualClock::new();
+        let state = StdArc::clone(clock.state());
+        let timer = Timer::with_clock(
+            Default::default(),
+            DEFAULT_POLICY,
+            usize::MAX,
+            Clock::manual(StdArc::clone(&state)),
+        );
+        let (pool, deques) = Pool::new(1, Default::default(), timer);
+        let pool = Arc::new(pool);
+        let workers = spawn_workers(&pool, deques);
+        let timer_thread = {
+            let pool = Arc::clone(&pool);
+            thread::spawn(move || crate::timer::driver::run(&*pool, 0))
+        };
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (r, p) = (Arc::clone(&ran), Arc::clone(&pool));
+        let _first = schedule(
+            &pool,
+            move || {
+                r.fetch_add(1, Ordering::SeqCst);
+                let r = Arc::clone(&r);
+                let _second = schedule(&p, move || r.fetch_add(1, Ordering::SeqCst), 5, 5);
+            },
+            0,
+            5,
+        )
+        .expect("the pool accepts it");
+        state.advance_through(&[&*pool as &dyn Driven], Duration::from_nanos(5));
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            2,
+            "both tasks ran before advance returned"
+        );
+        assert_eq!(Driven::jobs(&*pool), 0);
+        assert_eq!(state.now(), 5);
+        pool.shutdown();
+        join_all(workers);
+        timer_thread.join().unwrap();
+    });
+}
