@@ -55,17 +55,26 @@ fn cancelled_wall_tasks_are_not_kept_on_an_idle_manual_clock() {
             let _ = pool.metrics();
         };
         // The first 100,000 grow what the timer keeps for its busiest
-        // moment (its backend's storage, when the timer thread lags behind
-        // the schedules); the next 100,000 must not grow anything.
+        // moment (its backend's storage and the wall watch's list). After
+        // that, what a reading finds also depends on what is in flight at
+        // that instant (the timer thread's backlog, jobs queued): with both
+        // cores loaded, a round's growth read from -0.9 to +1.3 MB here,
+        // and 1.2 MB once in CI. A leak grows at every round instead: the
+        // ~215 bytes a cycle that were kept before add 21 MB to each. So
+        // four rounds are measured; the smallest growth must be near zero
+        // and the whole bounded.
         cycle(100_000);
-        let before = LIVE.load(Ordering::SeqCst);
-        cycle(100_000);
-        let grown = LIVE.load(Ordering::SeqCst) - before;
-        // About 215 bytes a cycle were kept (21 MB here): now what is held
-        // is bounded by the live tasks, none.
+        let mut grown = Vec::new();
+        for _ in 0..4 {
+            let before = LIVE.load(Ordering::SeqCst);
+            cycle(100_000);
+            grown.push(LIVE.load(Ordering::SeqCst) - before);
+        }
+        let least = *grown.iter().min().unwrap();
+        let total: isize = grown.iter().sum();
         assert!(
-            grown < 1 << 20,
-            "{queue:?}: {grown} bytes kept after 100,000 cancelled wall tasks"
+            least < 1 << 16 && total < 4 << 20,
+            "{queue:?}: bytes kept by each round of 100,000 cancelled wall tasks: {grown:?}"
         );
         pool.shutdown();
         assert!(pool.await_termination(Duration::from_secs(10)));
