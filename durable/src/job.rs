@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use chronopool::MissedRuns;
 
 use crate::schedule::Schedule;
-use crate::store::Row;
+use crate::store::{IfExists, Row};
 use crate::time;
 
 /// A job's handler: it gets the job's context and returns `Err` when the
@@ -38,13 +38,14 @@ pub struct Job {
     pub(crate) schedule: Schedule,
     pub(crate) missed: MissedRuns,
     pub(crate) catch_up: Option<Duration>,
+    pub(crate) if_exists: IfExists,
 }
 
 impl Job {
-    /// The job `key` (unique: storing a key again replaces its job), for
-    /// the handler `name`, with `payload`, on `schedule`; its missed runs
-    /// are [skipped](MissedRuns::Skip) and no occurrence is too late to
-    /// run.
+    /// The job `key` (unique: what storing a key again does is
+    /// [`IfExists`]'s choice), for the handler `name`, with `payload`, on
+    /// `schedule`; its missed runs are [skipped](MissedRuns::Skip) and no
+    /// occurrence is too late to run.
     pub fn new(
         key: impl Into<String>,
         name: impl Into<String>,
@@ -58,6 +59,7 @@ impl Job {
             schedule,
             missed: MissedRuns::Skip,
             catch_up: None,
+            if_exists: IfExists::KeepSame,
         }
     }
 
@@ -115,6 +117,14 @@ impl Job {
     #[must_use]
     pub fn catch_up(mut self, window: Duration) -> Job {
         self.catch_up = Some(window);
+        self
+    }
+
+    /// The job with `mode` for a key that is stored already (see
+    /// [`IfExists`]; the default is [`IfExists::KeepSame`]).
+    #[must_use]
+    pub fn if_exists(mut self, mode: IfExists) -> Job {
+        self.if_exists = mode;
         self
     }
 

@@ -4,7 +4,8 @@
 //!
 //! Closures cannot be stored, so a job is a *handler* registered by name at
 //! start ([`DurableScheduler::register`]) and a stored row: its key (unique:
-//! scheduling a key again replaces its job), the handler's name, a payload
+//! see [`IfExists`] for what scheduling a stored key again does), the
+//! handler's name, a payload
 //! of bytes, and a [`Schedule`]: once at a wall time or after a delay,
 //! every period, or on a cron expression in a time zone.
 //!
@@ -17,8 +18,13 @@
 //!   run's fence. A crashed process's leases expire (on PostgreSQL they are
 //!   ended as soon as the server sees its connection close) and another
 //!   process runs its jobs; the handler sees the attempt number. A job
-//!   scheduled again or cancelled while it runs is left alone by the old
-//!   run's outcome.
+//!   cancelled while it runs is left alone by the run's outcome; one
+//!   replaced while it runs waits for that run to end (no second run of a
+//!   key starts beside it, in any process), then runs on its new schedule.
+//! * **Scheduling is idempotent by default**: the same job scheduled again
+//!   (at every start of a service, say) is kept untouched, its next run
+//!   where it was; [`IfExists`] also keeps a stored job's time and takes
+//!   the new payload (debounce), or replaces the job.
 //! * **The store's work is the scheduler's**: claims, outcomes, renewals
 //!   and polls happen on threads of the scheduler's own, so the executor's
 //!   workers run handlers and nothing else, and a store that is away holds
@@ -96,4 +102,4 @@ pub use job::{Handler, Job, JobContext, JobError};
 pub use metrics::DurableMetrics;
 pub use schedule::Schedule;
 pub use scheduler::{DurableScheduler, JobInfo};
-pub use store::JobState;
+pub use store::{IfExists, JobState};

@@ -52,7 +52,9 @@ pub struct DurableMetrics {
     pub released: u64,
     /// Runs whose outcome was not stored because the job was no longer
     /// theirs: its lease ended and another run took it over, or it was
-    /// scheduled again or cancelled meanwhile.
+    /// cancelled meanwhile. (A run whose job was replaced meanwhile ends
+    /// as usual and counts by its own outcome; the new job stands, its
+    /// retry or death not applied.)
     pub lost: u64,
     /// Leases this process renewed while its runs were in progress.
     pub renewed: u64,

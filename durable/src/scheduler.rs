@@ -263,10 +263,15 @@ impl DurableScheduler {
         }
     }
 
-    /// Stores the job `key` (replacing the job of that key, if any: a key
-    /// is never scheduled twice), for the handler `name`, with `payload`,
-    /// on `schedule`. Once this returns, the job runs at least once, in
-    /// this process or another on the same store, even across crashes.
+    /// Stores the job `key` for the handler `name`, with `payload`, on
+    /// `schedule`. Once this returns, the job runs at least once, in this
+    /// process or another on the same store, even across crashes. A key is
+    /// never stored twice: if it is stored already, the same job is kept
+    /// untouched (so calling this at every start changes nothing) and a
+    /// different one replaces it, a run in progress going on undisturbed
+    /// ([`IfExists::KeepSame`](crate::IfExists::KeepSame); for the other
+    /// choices, schedule a [`Job`] with [`Job::if_exists`] through
+    /// [`schedule_all`](Self::schedule_all)).
     ///
     /// # Errors
     ///
@@ -370,16 +375,20 @@ impl DurableScheduler {
                     next_fire: first,
                     missed: job.missed,
                     catch_up,
+                    if_exists: job.if_exists,
+                    same_time: matches!(job.schedule, Schedule::At(_)),
                 })
             })
             .collect::<Result<Vec<NewJob>, DurableError>>()?;
         if rows.is_empty() {
             return Ok(());
         }
-        self.api(|conn| conn.upsert(&rows))?;
-        for row in &rows {
+        let stored = self.api(|conn| conn.upsert(&rows))?;
+        // Placed here: what was stored and waits (a job kept untouched is
+        // placed already, and a running one is placed when its run ends).
+        for job in stored.iter().filter(|job| !job.running) {
             self.shared
-                .place_if_near(&row.key, &row.name, row.next_fire, now);
+                .place_if_near(&job.key, &job.name, job.next_fire, now);
         }
         Ok(())
     }

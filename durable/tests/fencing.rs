@@ -1,7 +1,8 @@
 //! A run's outcome lands on its own job only: a key scheduled again, or
 //! cancelled, while its run is in flight keeps the new job (or none),
-//! whatever the old run ends with. On both stores, in real time, with
-//! handlers held at gates the test opens.
+//! whatever the old run ends with; and the new job's runs wait for the old
+//! run to end. On both stores, in real time, with handlers held at gates
+//! the test opens.
 
 mod common;
 mod stores;
@@ -64,8 +65,9 @@ impl Gates {
 }
 
 /// A one-shot run in flight; its key is scheduled again as a recurring
-/// job, whose first run is in flight too; the old run succeeds. Its
-/// outcome (delete the one-shot) must not delete the recurring job.
+/// job, which waits for that run; the old run succeeds. Its outcome
+/// (delete the one-shot) must not delete the recurring job, which then
+/// runs on its own schedule.
 #[test]
 fn an_old_runs_success_does_not_delete_the_job_that_replaced_it() {
     for kind in BOTH {
@@ -79,22 +81,24 @@ fn an_old_runs_success_does_not_delete_the_job_that_replaced_it() {
             .unwrap();
         eventually("the old run starts", || gates.runs_of("hold-old") == 1);
         let every = Schedule::Every(Duration::from_millis(200));
-        jobs.schedule("k", "work", "hold-new", every).unwrap();
-        eventually("the new run starts", || gates.runs_of("hold-new") == 1);
+        jobs.schedule("k", "work", "new", every).unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        assert_eq!(
+            gates.runs_of("new"),
+            0,
+            "{kind:?}: the new job waits for the run in flight"
+        );
         gates.open("hold-old", Ok(()));
-        std::thread::sleep(Duration::from_millis(200));
-        gates.open("hold-new", Ok(()));
-        eventually("the recurring job goes on", || {
-            gates.runs_of("hold-new") >= 4
-        });
+        eventually("the recurring job goes on", || gates.runs_of("new") >= 3);
         assert!(jobs.job("k").unwrap().is_some(), "{kind:?}");
-        assert_eq!(jobs.metrics().lost, 1, "{kind:?}: the old run's outcome");
+        assert_eq!(jobs.metrics().lost, 0, "{kind:?}: the old run ended");
     }
 }
 
 /// A one-shot run in flight fails (a retry); meanwhile its key was
-/// scheduled again as another one-shot, whose run is in flight. The old
-/// run's retry must not bring the new job back: it runs once.
+/// scheduled again as another one-shot, due at once, which waits for it.
+/// The old run's retry must not bring the old job back, nor run the new
+/// one twice: the new one runs once, after the old run.
 #[test]
 fn an_old_runs_retry_does_not_run_the_new_job_again() {
     for kind in BOTH {
@@ -113,15 +117,14 @@ fn an_old_runs_retry_does_not_run_the_new_job_again() {
         jobs.schedule("k", "work", "hold-old", Schedule::After(Duration::ZERO))
             .unwrap();
         eventually("the old run starts", || gates.runs_of("hold-old") == 1);
-        jobs.schedule("k", "work", "hold-new", Schedule::After(Duration::ZERO))
+        jobs.schedule("k", "work", "new", Schedule::After(Duration::ZERO))
             .unwrap();
-        eventually("the new run starts", || gates.runs_of("hold-new") == 1);
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(gates.runs_of("new"), 0, "{kind:?}: it waits");
         gates.open("hold-old", Err("the old run fails"));
-        std::thread::sleep(Duration::from_millis(300));
-        gates.open("hold-new", Ok(()));
         eventually("the new job is done", || jobs.job("k").unwrap().is_none());
         std::thread::sleep(Duration::from_millis(500));
-        assert_eq!(gates.runs_of("hold-new"), 1, "{kind:?}");
+        assert_eq!(gates.runs_of("new"), 1, "{kind:?}");
         assert_eq!(gates.runs_of("hold-old"), 1, "{kind:?}");
     }
 }

@@ -52,7 +52,8 @@ use super::{Ended, Shared, ToRuns};
 use crate::error::StoreError;
 use crate::metrics::Outcome;
 use crate::store::{
-    Claim, Conn, Exchange, Exchanged, Fence, Finish, Role, Row, Store, BATCH_LIMIT, KEEP_ALIVE,
+    Claim, Conn, Exchange, Exchanged, Fence, Finish, Role, Row, RunEnd, Store, BATCH_LIMIT,
+    KEEP_ALIVE,
 };
 use crate::time::{self, Micros};
 
@@ -607,11 +608,13 @@ impl RunLoop {
         self.shared.counters.renewed(renewed);
     }
 
-    /// A run's outcome was stored (or found its fence gone).
-    fn stored(&self, end: End, stored: bool, now: Micros) {
+    /// A run's outcome was stored (or its job had been replaced: the run
+    /// is counted by its own outcome, and the new job placed; or it found
+    /// its fence gone).
+    fn stored(&self, end: End, stored: RunEnd, now: Micros) {
         let key = &end.fence.key;
         let (outcome, next, error) = match &end.finish {
-            _ if !stored => (Outcome::Lost, None, None),
+            _ if stored == RunEnd::Lost => (Outcome::Lost, None, None),
             Finish::Done { .. } if end.skipped => (Outcome::Skipped, None, None),
             Finish::Next { next_fire } if end.skipped => (Outcome::Skipped, Some(*next_fire), None),
             Finish::Done { .. } => (Outcome::Succeeded, None, None),
@@ -623,8 +626,15 @@ impl RunLoop {
             Finish::Release => (Outcome::Released, None, None),
         };
         self.shared.counters.ended(key, outcome, error);
-        if let Some(next) = next {
-            self.shared.place_if_near(key, &end.name, next, now);
+        match stored {
+            RunEnd::Superseded { name, next_fire } => {
+                self.shared.place_if_near(key, &name, next_fire, now);
+            }
+            _ => {
+                if let Some(next) = next {
+                    self.shared.place_if_near(key, &end.name, next, now);
+                }
+            }
         }
         // The next occurrence is placed: a manual clock may move on.
         drop(end.busy);

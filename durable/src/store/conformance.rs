@@ -4,7 +4,9 @@
 
 use chronopool::MissedRuns;
 
-use super::{Claim, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, NewJob};
+use super::{
+    Claim, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, NewJob,
+};
 use crate::owner::Owner;
 use crate::time::Micros;
 
@@ -21,6 +23,26 @@ fn job(key: &str, name: &str, next_fire: Micros) -> NewJob {
         next_fire,
         missed: MissedRuns::Skip,
         catch_up: None,
+        if_exists: IfExists::Replace,
+        same_time: true,
+    }
+}
+
+/// `job`, stored with `mode`.
+fn job_if(key: &str, next_fire: Micros, payload: &[u8], mode: IfExists) -> NewJob {
+    NewJob {
+        payload: payload.to_vec(),
+        if_exists: mode,
+        ..job(key, "work", next_fire)
+    }
+}
+
+/// A recurring `job` (every hour), stored with `mode`.
+fn every_hour(key: &str, next_fire: Micros, mode: IfExists) -> NewJob {
+    NewJob {
+        recurrence: "every 3600000000us".into(),
+        same_time: false,
+        ..job_if(key, next_fire, &[1, 2, 3], mode)
     }
 }
 
@@ -68,7 +90,7 @@ fn end(conn: &mut dyn Conn, owner: &Owner, key: &str, run: i64, finish: Finish) 
             renew: None,
         })
         .unwrap();
-    done.ended[0]
+    done.ended[0].held()
 }
 
 fn renew(conn: &mut dyn Conn, owner: &Owner, key: &str, run: i64, until: Micros) -> bool {
@@ -133,38 +155,181 @@ pub(crate) fn one_claim_wins_and_only_the_fence_holder_finishes(conn: &mut dyn C
 }
 
 /// A key scheduled again, or cancelled, while its run is in flight: the
-/// old run's renewal and finish touch nothing of the new job.
-pub(crate) fn a_job_replaced_or_cancelled_under_a_run_is_fenced_off(conn: &mut dyn Conn) {
-    let a = Owner::new(None);
+/// A job replaced under a run keeps the run: its lease renews, no one else
+/// claims it, and its finish (whatever its outcome) only ends it, the new
+/// schedule standing. A cancelled one fences the run off.
+pub(crate) fn a_job_replaced_under_a_run_keeps_the_run_and_a_cancel_fences_it(conn: &mut dyn Conn) {
+    let (a, b) = (Owner::new(None), Owner::new(None));
     conn.upsert(&[job("k", "work", T0)]).unwrap();
     claim(conn, &a, &["k"], 1, T0);
-    conn.upsert(&[job("k", "work", T0 + 3600 * S)]).unwrap();
-    assert!(!renew(conn, &a, "k", 1, T0 + 500 * S));
-    assert!(!end(conn, &a, "k", 1, DONE), "the old run finishes nothing");
+    // Replaced by a job due at once: it still waits for the run.
+    let stored = conn.upsert(&[job("k", "work", T0 + S)]).unwrap();
+    assert_eq!(stored.len(), 1);
+    assert!(stored[0].running, "not to be placed while its run goes on");
+    assert!(
+        renew(conn, &a, "k", 1, T0 + 30 * S),
+        "the run keeps its lease"
+    );
+    assert!(
+        claim(conn, &b, &["k"], 1, T0 + 2 * S).claimed.is_empty(),
+        "no second run while the first is leased"
+    );
     let retry = Finish::Retry {
         next_fire: T0 + S,
         error: "boom".into(),
         uncount: false,
     };
-    assert!(!end(conn, &a, "k", 1, retry));
+    let before = conn.last_seq().unwrap();
+    assert!(end(conn, &a, "k", 1, retry), "the run ends");
+    assert!(conn.last_seq().unwrap() > before, "polls are told");
     let again = conn.get("k").unwrap().unwrap();
     assert_eq!(
         (
             again.next_fire,
             again.state,
             again.attempt,
-            again.last_error
+            again.last_error,
+            again.lease_until
         ),
-        (T0 + 3600 * S, JobState::Scheduled, 0, None)
+        (T0 + S, JobState::Scheduled, 0, None, None),
+        "the new schedule stands, not the run's retry"
     );
-    // The same owner claims the new job: a new run number, a new fence.
-    claim(conn, &a, &["k"], 2, T0 + 3600 * S);
+    // Replaced under a run whose owner is gone: claimed at the new time,
+    // not when the lease ends, as a first attempt.
+    let run = claim(conn, &a, &["k"], 2, T0 + 3600 * S).claimed;
+    assert_eq!(run[0].attempt, 1);
+    conn.upsert(&[job("k", "work", T0 + 7200 * S)]).unwrap();
+    let due = conn
+        .due(&DueQuery {
+            until: T0 + 7200 * S,
+            names: &names(&["work"]),
+            limit: 10,
+            unhandled_before: 0,
+            owner: "someone else",
+            now: T0 + 3700 * S,
+        })
+        .unwrap();
+    assert_eq!(due.len(), 1);
+    assert_eq!((due[0].fire, due[0].expired), (T0 + 7200 * S, true));
+    assert!(
+        claim(conn, &b, &["k"], 1, T0 + 3661 * S).claimed.is_empty(),
+        "the lease ended, the new time has not come"
+    );
+    let taken = claim(conn, &b, &["k"], 1, T0 + 7200 * S).claimed;
+    assert_eq!((taken[0].attempt, taken[0].next_fire), (1, T0 + 7200 * S));
+    assert!(!end(conn, &a, "k", 2, DONE), "a's run was taken over");
+    // Cancelled: the run's finish finds nothing.
     assert!(conn.delete("k").unwrap());
-    assert!(!end(conn, &a, "k", 2, Finish::Next { next_fire: T0 }));
+    assert!(!end(conn, &b, "k", 1, Finish::Next { next_fire: T0 }));
     assert!(
         conn.get("k").unwrap().is_none(),
         "a cancelled job stays gone"
     );
+}
+
+/// The three [`IfExists`] choices, on scheduled, running, dead and missing
+/// rows.
+pub(crate) fn upserts_keep_the_same_job_keep_its_time_or_replace_it(conn: &mut dyn Conn) {
+    let a = Owner::new(None);
+    // The same one-shot at the same time: kept, nothing stored or told.
+    conn.upsert(&[job_if("once", T0, &[1], IfExists::KeepSame)])
+        .unwrap();
+    let seq = conn.last_seq().unwrap();
+    let stored = conn
+        .upsert(&[job_if("once", T0, &[1], IfExists::KeepSame)])
+        .unwrap();
+    assert!(stored.is_empty(), "kept: {stored:?}");
+    // Another time, or another payload: replaced.
+    let stored = conn
+        .upsert(&[job_if("once", T0 + S, &[1], IfExists::KeepSame)])
+        .unwrap();
+    assert_eq!(stored[0].next_fire, T0 + S);
+    conn.upsert(&[job_if("once", T0 + S, &[2], IfExists::KeepSame)])
+        .unwrap();
+    assert_eq!(conn.get("once").unwrap().unwrap().payload, vec![2]);
+    assert!(conn.last_seq().unwrap() > seq);
+    // A recurring job at every start: its rule is the same, its next run
+    // is kept (not pushed back an hour).
+    conn.upsert(&[every_hour("hourly", T0, IfExists::KeepSame)])
+        .unwrap();
+    let stored = conn
+        .upsert(&[every_hour("hourly", T0 + 1800 * S, IfExists::KeepSame)])
+        .unwrap();
+    assert!(stored.is_empty());
+    assert_eq!(conn.get("hourly").unwrap().unwrap().next_fire, T0);
+    // Keep the time, take the payload (debounce).
+    let stored = conn
+        .upsert(&[job_if("hourly", T0 + 99 * S, &[9], IfExists::KeepTime)])
+        .unwrap();
+    assert_eq!(stored[0].next_fire, T0, "the stored time");
+    let row = conn.get("hourly").unwrap().unwrap();
+    assert_eq!(
+        (row.next_fire, row.recurrence.as_str(), row.payload),
+        (T0, "every 3600000000us", vec![9])
+    );
+    // On a missing key, KeepTime stores the job.
+    let stored = conn
+        .upsert(&[job_if("new", T0 + 5 * S, &[5], IfExists::KeepTime)])
+        .unwrap();
+    assert_eq!(stored[0].next_fire, T0 + 5 * S);
+    // A running job: kept if the same, its payload taken under KeepTime,
+    // and its run's finish applies as usual (it was not replaced).
+    claim(conn, &a, &["hourly"], 1, T0);
+    let same = NewJob {
+        payload: vec![9],
+        ..every_hour("hourly", T0 + 7 * S, IfExists::KeepSame)
+    };
+    assert!(conn.upsert(&[same]).unwrap().is_empty(), "kept");
+    conn.upsert(&[job_if("hourly", T0 + 7 * S, &[4], IfExists::KeepTime)])
+        .unwrap();
+    let row = conn.get("hourly").unwrap().unwrap();
+    assert_eq!(
+        (row.state, row.payload.clone()),
+        (JobState::Running, vec![4])
+    );
+    assert!(end(
+        conn,
+        &a,
+        "hourly",
+        1,
+        Finish::Next {
+            next_fire: T0 + 3600 * S
+        }
+    ));
+    assert_eq!(
+        conn.get("hourly").unwrap().unwrap().next_fire,
+        T0 + 3600 * S
+    );
+    // A dead job is scheduled anew, whatever the mode.
+    claim(conn, &a, &["once"], 2, T0 + S);
+    end(
+        conn,
+        &a,
+        "once",
+        2,
+        Finish::Dead {
+            error: "gone".into(),
+            at: T0 + S,
+        },
+    );
+    let stored = conn
+        .upsert(&[job_if("once", T0 + S, &[2], IfExists::KeepSame)])
+        .unwrap();
+    assert_eq!(stored.len(), 1);
+    let row = conn.get("once").unwrap().unwrap();
+    assert_eq!(
+        (row.state, row.attempt, row.last_error),
+        (JobState::Scheduled, 0, None)
+    );
+    // Of two jobs with one key in a batch, the later is the one stored.
+    let stored = conn
+        .upsert(&[
+            job_if("twice", T0, &[1], IfExists::Replace),
+            job_if("twice", T0 + 2 * S, &[2], IfExists::Replace),
+        ])
+        .unwrap();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(conn.get("twice").unwrap().unwrap().payload, vec![2]);
 }
 
 /// A claim sent again with its fence (its reply was lost) returns what it
@@ -321,7 +486,8 @@ pub(crate) fn due_lists_this_schedulers_jobs_first(conn: &mut dyn Conn) {
 /// Every conformance check, each on a fresh store from `fresh`.
 pub(crate) fn all(mut fresh: impl FnMut() -> Box<dyn Conn>) {
     one_claim_wins_and_only_the_fence_holder_finishes(&mut *fresh());
-    a_job_replaced_or_cancelled_under_a_run_is_fenced_off(&mut *fresh());
+    a_job_replaced_under_a_run_keeps_the_run_and_a_cancel_fences_it(&mut *fresh());
+    upserts_keep_the_same_job_keep_its_time_or_replace_it(&mut *fresh());
     claims_are_idempotent_and_releases_uncount(&mut *fresh());
     finishes_move_the_row_as_the_protocol_says(&mut *fresh());
     due_lists_this_schedulers_jobs_first(&mut *fresh());

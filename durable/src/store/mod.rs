@@ -27,11 +27,19 @@
 //!   deletes a one-shot job (or makes it *done*), gives a recurring one its
 //!   next fire time, schedules a retry, makes the job *dead*, or releases
 //!   the claim (back to *scheduled*, the attempt not counted: a run that
-//!   never started). A run whose job was taken over, scheduled again or
-//!   cancelled meanwhile finishes nothing: its fence is gone.
-//! * **Upsert** by key never duplicates: scheduling a key again replaces
-//!   the row (and its fence), and a run in progress of the old one then
-//!   finishes nothing.
+//!   never started). A run whose job was taken over or cancelled meanwhile
+//!   finishes nothing: its fence is gone. A run whose job was *replaced*
+//!   meanwhile (below) keeps its fence, and its finish only ends it: the
+//!   row goes *scheduled* at the new schedule's time, with a new sequence
+//!   number (so that polls and listeners see it).
+//! * **Upsert** by key never duplicates. What it does to a stored row is
+//!   the job's [`IfExists`]: keep it if it is the same job (*scheduled* or
+//!   *running*), keep its time and take the new payload, or replace it. A
+//!   *running* row that is replaced stays *running* under its run's fence
+//!   and lease, marked `replaced`: no other run of the key starts until
+//!   that run ends (or its lease ends, and the new schedule is due: a
+//!   replaced row whose owner is gone is claimed at its new time, not
+//!   before).
 //!
 //! **Transactions.** On both stores, a batch of upserts is one transaction
 //! (all are stored or none), and one [`Conn::exchange`] (the finishes,
@@ -50,8 +58,11 @@ use crate::error::StoreError;
 use crate::owner::Owner;
 use crate::time::Micros;
 
+pub use if_exists::IfExists;
+
 #[cfg(test)]
 mod conformance;
+mod if_exists;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
@@ -133,6 +144,24 @@ pub(crate) struct NewJob {
     pub(crate) next_fire: Micros,
     pub(crate) missed: MissedRuns,
     pub(crate) catch_up: Option<Micros>,
+    /// What to do if the key is stored.
+    pub(crate) if_exists: IfExists,
+    /// For [`IfExists::KeepSame`]: the stored job is the same only if it
+    /// fires at `next_fire` too (a one-shot at a given time), not only by
+    /// its recurrence.
+    pub(crate) same_time: bool,
+}
+
+/// A job an upsert stored (inserted, replaced or updated), as it now is;
+/// a job kept untouched is not one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Stored {
+    pub(crate) key: String,
+    pub(crate) name: String,
+    pub(crate) next_fire: Micros,
+    /// A run of it is in progress (it was replaced, or kept in time): it
+    /// is not to be placed.
+    pub(crate) running: bool,
 }
 
 /// A job to place, from [`Conn::due`].
@@ -168,7 +197,7 @@ pub(crate) struct DueQuery<'a> {
 }
 
 /// A run's fence: the row it claimed carries its owner's id and this run
-/// number until the run ends, is taken over, or the job is replaced.
+/// number until the run ends, is taken over, or the job is cancelled.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Fence {
     pub(crate) key: String,
@@ -225,11 +254,32 @@ pub(crate) struct Exchange<'a> {
     pub(crate) renew: Option<(&'a [Fence], Micros)>,
 }
 
+/// What became of a run's end in an [`Exchange`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum RunEnd {
+    /// The run held its fence: its finish was stored.
+    Stored,
+    /// The run held its fence, but its job was replaced meanwhile: the run
+    /// ended, and the new job waits for `next_fire` (for the handler
+    /// `name`); the finish's outcome was not applied.
+    Superseded { name: String, next_fire: Micros },
+    /// The run's fence was gone (taken over, or cancelled): nothing stored.
+    Lost,
+}
+
+impl RunEnd {
+    /// True unless the fence was gone.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> bool {
+        !matches!(self, RunEnd::Lost)
+    }
+}
+
 /// What an [`Exchange`] did.
 #[derive(Debug, Default)]
 pub(crate) struct Exchanged {
-    /// For each end: whether the run still held its fence (it was stored).
-    pub(crate) ended: Vec<bool>,
+    /// For each end, what became of it.
+    pub(crate) ended: Vec<RunEnd>,
     /// The rows claimed, as they are now (attempt counted).
     pub(crate) claimed: Vec<Row>,
     /// For each fence renewed: whether it still held.
@@ -283,9 +333,10 @@ pub(crate) const REAP_CONFIRM: Duration = Duration::from_millis(250);
 /// One connection to a store: the protocol of the module doc. Each call is
 /// one transaction.
 pub(crate) trait Conn: Send {
-    /// Inserts the jobs, or replaces the ones with their keys (of two jobs
-    /// with one key, the later is stored).
-    fn upsert(&mut self, jobs: &[NewJob]) -> Result<(), StoreError>;
+    /// Inserts the jobs, or does to the stored ones with their keys what
+    /// their [`IfExists`] says (of two jobs with one key, the later is the
+    /// one stored); the jobs stored, as they now are.
+    fn upsert(&mut self, jobs: &[NewJob]) -> Result<Vec<Stored>, StoreError>;
 
     /// Up to `limit` jobs to place in memory, earliest first (see
     /// [`DueQuery`]): scheduled ones due by `until`, and running ones

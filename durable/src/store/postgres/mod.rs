@@ -60,17 +60,19 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 
 use super::{
-    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, NewJob, Role, Row, Store,
+    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, NewJob, Role, Row,
+    RunEnd, Store, Stored,
 };
 use crate::error::StoreError;
 use crate::schedule::{missed_name, missed_of};
 use crate::time::{self, Micros};
 
 /// `MIGRATIONS[v]` takes the schema from version `v` to `v + 1`.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_finished_at.sql"),
     include_str!("migrations/0003_fences_and_timestamps.sql"),
+    include_str!("migrations/0004_replaced.sql"),
 ];
 
 /// The schema's version once migrated.
@@ -348,9 +350,14 @@ fn due_rows(
                   WHERE state = 'scheduled' AND next_fire <= $1 AND {among} (name = ANY($2))
                   ORDER BY next_fire LIMIT $3)
              UNION ALL
-             (SELECT key, name, lease_until + interval '1 microsecond', true
+             (SELECT key, name,
+                     CASE WHEN replaced
+                          THEN greatest(lease_until + interval '1 microsecond', next_fire)
+                          ELSE lease_until + interval '1 microsecond' END,
+                     true
                   FROM chronopool_jobs
                   WHERE state = 'running' AND lease_until < $1 AND {among} (name = ANY($2))
+                    AND (NOT replaced OR next_fire <= $1)
                     AND (owner <> $4 OR lease_until < $5)
                   ORDER BY lease_until LIMIT $3)
              ORDER BY fire
@@ -433,7 +440,7 @@ fn end_runs(
     tx: &mut postgres::Transaction<'_>,
     owner: &str,
     ends: &[(Fence, Finish)],
-) -> Result<Vec<bool>, postgres::Error> {
+) -> Result<Vec<RunEnd>, postgres::Error> {
     let (deletes, updates): (Vec<usize>, Vec<usize>) =
         (0..ends.len()).partition(|&i| matches!(ends[i].1, Finish::Done { keep: false, .. }));
     let keys = |of: &[usize]| -> Vec<&str> { of.iter().map(|&i| ends[i].0.key.as_str()).collect() };
@@ -443,6 +450,7 @@ fn end_runs(
         let rows = tx.query(
             "DELETE FROM chronopool_jobs AS j USING unnest($1::text[], $2::bigint[]) AS f(key, run)
              WHERE j.key = f.key AND j.run = f.run AND j.owner = $3 AND j.state = 'running'
+               AND NOT j.replaced
              RETURNING f.key, f.run",
             &[&keys(&deletes), &runs(&deletes), &owner],
         )?;
@@ -473,6 +481,7 @@ fn end_runs(
                          $6::bigint[], $7::text[], $8::bool[], $9::timestamptz[])
                   AS f(key, run, state, next_fire, reset, uncount, error, keep_error, finished_at)
              WHERE j.key = f.key AND j.run = f.run AND j.owner = $10 AND j.state = 'running'
+               AND NOT j.replaced
              RETURNING f.key, f.run",
             &[
                 &keys(&updates),
@@ -489,10 +498,139 @@ fn end_runs(
         )?;
         held.extend(fences_of(&rows)?);
     }
+    // Replaced during their runs (`Conn::upsert`): the runs end, the new
+    // schedules stand, with sequence numbers of their own (the listeners
+    // are told, and fresh polls see them).
+    let rest: Vec<usize> = (0..ends.len())
+        .filter(|&i| !held.contains(&(ends[i].0.key.clone(), ends[i].0.run)))
+        .collect();
+    let mut superseded = HashMap::new();
+    if !rest.is_empty() {
+        let rows = tx.query(
+            "UPDATE chronopool_jobs AS j SET
+                 state = 'scheduled', attempt = 0, replaced = false, last_error = NULL,
+                 seq = nextval('chronopool_jobs_seq'),
+                 owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL,
+                 lease_until = NULL
+             FROM unnest($1::text[], $2::bigint[]) AS f(key, run)
+             WHERE j.key = f.key AND j.run = f.run AND j.owner = $3 AND j.state = 'running'
+               AND j.replaced
+             RETURNING f.key, f.run, j.name, j.next_fire",
+            &[&keys(&rest), &runs(&rest), &owner],
+        )?;
+        for r in &rows {
+            let fence: (String, i64) = (r.try_get(0)?, r.try_get(1)?);
+            let end = RunEnd::Superseded {
+                name: r.try_get(2)?,
+                next_fire: micros_of(r.try_get(3)?),
+            };
+            superseded.insert(fence, end);
+        }
+    }
     Ok(ends
         .iter()
-        .map(|(f, _)| held.contains(&(f.key.clone(), f.run)))
+        .map(|(f, _)| {
+            let fence = (f.key.clone(), f.run);
+            if held.contains(&fence) {
+                RunEnd::Stored
+            } else {
+                superseded.remove(&fence).unwrap_or(RunEnd::Lost)
+            }
+        })
         .collect())
+}
+
+/// `mode`'s name in [`UPSERT`].
+fn mode_name(mode: IfExists) -> &'static str {
+    match mode {
+        IfExists::KeepSame => "keep_same",
+        IfExists::KeepTime => "keep_time",
+        IfExists::Replace => "replace",
+    }
+}
+
+/// The upsert of a batch of one `IfExists` (`$8`) and one `same_time`
+/// (`$9`): SQLite's `UPSERT` (see there for what each mode does), over
+/// arrays. In `DO UPDATE`, `j` is the stored row, before the update.
+const UPSERT: &str = "
+    INSERT INTO chronopool_jobs AS j
+        (key, name, payload, recurrence, next_fire, missed, catch_up, state, attempt)
+    SELECT *, 'scheduled', 0 FROM unnest($1::text[], $2::text[], $3::bytea[],
+        $4::text[], $5::timestamptz[], $6::text[], $7::bigint[])
+    ON CONFLICT (key) DO UPDATE SET
+        seq = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running') THEN j.seq
+                   ELSE excluded.seq END,
+        name = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running') THEN j.name
+                    ELSE excluded.name END,
+        payload = excluded.payload,
+        recurrence = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running')
+                          THEN j.recurrence ELSE excluded.recurrence END,
+        next_fire = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running')
+                         THEN j.next_fire ELSE excluded.next_fire END,
+        missed = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running')
+                      THEN j.missed ELSE excluded.missed END,
+        catch_up = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running')
+                        THEN j.catch_up ELSE excluded.catch_up END,
+        replaced = CASE WHEN j.state <> 'running' THEN false
+                        WHEN $8 = 'keep_time' THEN j.replaced ELSE true END,
+        attempt = CASE WHEN j.state = 'running'
+                         OR ($8 = 'keep_time' AND j.state = 'scheduled') THEN j.attempt
+                       ELSE 0 END,
+        last_error = CASE WHEN j.state = 'running'
+                            OR ($8 = 'keep_time' AND j.state = 'scheduled') THEN j.last_error
+                          ELSE NULL END,
+        state = CASE WHEN j.state = 'running' THEN 'running' ELSE 'scheduled' END,
+        owner = CASE WHEN j.state = 'running' THEN j.owner END,
+        run = CASE WHEN j.state = 'running' THEN j.run END,
+        owner_name = CASE WHEN j.state = 'running' THEN j.owner_name END,
+        owner_lock = CASE WHEN j.state = 'running' THEN j.owner_lock END,
+        lease_until = CASE WHEN j.state = 'running' THEN j.lease_until END,
+        finished_at = NULL
+    WHERE NOT ($8 = 'keep_same' AND j.state IN ('scheduled', 'running')
+               AND j.name = excluded.name AND j.payload = excluded.payload
+               AND j.recurrence = excluded.recurrence AND j.missed = excluded.missed
+               AND j.catch_up IS NOT DISTINCT FROM excluded.catch_up
+               AND (NOT $9 OR j.next_fire = excluded.next_fire))
+    RETURNING j.key, j.name, j.next_fire, j.state";
+
+/// The upsert of `jobs`, all of one kind (`UPSERT`).
+fn upsert_kind(
+    tx: &mut postgres::Transaction<'_>,
+    jobs: &[&NewJob],
+    mode: IfExists,
+    same_time: bool,
+) -> Result<Vec<Stored>, postgres::Error> {
+    let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
+    let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+    let payloads: Vec<&[u8]> = jobs.iter().map(|j| j.payload.as_slice()).collect();
+    let recurrences: Vec<&str> = jobs.iter().map(|j| j.recurrence.as_str()).collect();
+    let fires: Vec<SystemTime> = jobs.iter().map(|j| at(j.next_fire)).collect();
+    let missed: Vec<&str> = jobs.iter().map(|j| missed_name(j.missed)).collect();
+    let catch_ups: Vec<Option<i64>> = jobs.iter().map(|j| j.catch_up).collect();
+    let rows = tx.query(
+        UPSERT,
+        &[
+            &keys,
+            &names,
+            &payloads,
+            &recurrences,
+            &fires,
+            &missed,
+            &catch_ups,
+            &mode_name(mode),
+            &same_time,
+        ],
+    )?;
+    rows.iter()
+        .map(|r| {
+            Ok(Stored {
+                key: r.try_get(0)?,
+                name: r.try_get(1)?,
+                next_fire: micros_of(r.try_get(2)?),
+                running: r.try_get::<_, &str>(3)? == "running",
+            })
+        })
+        .collect()
 }
 
 fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Error> {
@@ -510,16 +648,19 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
         let rows = tx.query(
             &format!(
                 "UPDATE chronopool_jobs AS j SET
-                     attempt = j.attempt + CASE WHEN j.state = 'running' AND j.owner = $2
-                                                     AND j.run = $3 THEN 0 ELSE 1 END,
+                     attempt = CASE WHEN j.state = 'running' AND j.owner = $2 AND j.run = $3
+                                        THEN j.attempt
+                                    WHEN j.replaced THEN 1
+                                    ELSE j.attempt + 1 END,
                      state = 'running', owner = $2, run = $3, owner_name = $4,
-                     owner_lock = $5, lease_until = $6
+                     owner_lock = $5, lease_until = $6, replaced = false
                  WHERE j.key IN (
                      SELECT c.key FROM unnest($1::text[], $8::text[]) AS k(key, name)
                          JOIN chronopool_jobs AS c ON c.key = k.key AND c.name = k.name
                      WHERE CASE c.state
                                WHEN 'scheduled' THEN c.next_fire <= $7
-                               WHEN 'running' THEN c.lease_until < $7
+                               WHEN 'running' THEN (c.lease_until < $7
+                                                    AND (NOT c.replaced OR c.next_fire <= $7))
                                                    OR (c.owner = $2 AND c.run = $3)
                                ELSE false END
                      FOR UPDATE OF c SKIP LOCKED)
@@ -559,48 +700,36 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
 }
 
 impl Conn for PgConn {
-    fn upsert(&mut self, jobs: &[NewJob]) -> Result<(), StoreError> {
-        // One statement for the batch (arrays, unnested): one round trip.
-        // A key twice in one statement is an error in PostgreSQL, so the
-        // later job of a key is the one sent.
+    fn upsert(&mut self, jobs: &[NewJob]) -> Result<Vec<Stored>, StoreError> {
+        // One statement per kind of upsert in the batch (arrays, unnested):
+        // a round trip each, one transaction. A key twice in one statement
+        // is an error in PostgreSQL, so the later job of a key is the one
+        // sent.
         let mut latest: HashMap<&str, usize> = HashMap::with_capacity(jobs.len());
         for (i, job) in jobs.iter().enumerate() {
             latest.insert(&job.key, i);
         }
         let mut kept: Vec<usize> = latest.into_values().collect();
         kept.sort_unstable();
-        let kept: Vec<&NewJob> = kept.into_iter().map(|i| &jobs[i]).collect();
-        let keys: Vec<&str> = kept.iter().map(|j| j.key.as_str()).collect();
-        let names: Vec<&str> = kept.iter().map(|j| j.name.as_str()).collect();
-        let payloads: Vec<&[u8]> = kept.iter().map(|j| j.payload.as_slice()).collect();
-        let recurrences: Vec<&str> = kept.iter().map(|j| j.recurrence.as_str()).collect();
-        let fires: Vec<SystemTime> = kept.iter().map(|j| at(j.next_fire)).collect();
-        let missed: Vec<&str> = kept.iter().map(|j| missed_name(j.missed)).collect();
-        let catch_ups: Vec<Option<i64>> = kept.iter().map(|j| j.catch_up).collect();
+        let mut kinds: Vec<(IfExists, bool)> = kept
+            .iter()
+            .map(|&i| (jobs[i].if_exists, jobs[i].same_time))
+            .collect();
+        kinds.sort_unstable_by_key(|&(mode, same)| (mode_name(mode), same));
+        kinds.dedup();
         self.run(|c| {
-            c.execute(
-                "INSERT INTO chronopool_jobs
-                     (key, name, payload, recurrence, next_fire, missed, catch_up, state, attempt)
-                 SELECT *, 'scheduled', 0 FROM unnest($1::text[], $2::text[], $3::bytea[],
-                     $4::text[], $5::timestamptz[], $6::text[], $7::bigint[])
-                 ON CONFLICT (key) DO UPDATE SET seq = excluded.seq,
-                     name = excluded.name, payload = excluded.payload,
-                     recurrence = excluded.recurrence, next_fire = excluded.next_fire,
-                     state = 'scheduled', attempt = 0, missed = excluded.missed,
-                     catch_up = excluded.catch_up, owner = NULL, run = NULL,
-                     owner_name = NULL, owner_lock = NULL, lease_until = NULL,
-                     last_error = NULL, finished_at = NULL",
-                &[
-                    &keys,
-                    &names,
-                    &payloads,
-                    &recurrences,
-                    &fires,
-                    &missed,
-                    &catch_ups,
-                ],
-            )
-            .map(drop)
+            let mut tx = c.transaction()?;
+            let mut stored = Vec::with_capacity(kept.len());
+            for &(mode, same_time) in &kinds {
+                let of_kind: Vec<&NewJob> = kept
+                    .iter()
+                    .map(|&i| &jobs[i])
+                    .filter(|j| j.if_exists == mode && j.same_time == same_time)
+                    .collect();
+                stored.extend(upsert_kind(&mut tx, &of_kind, mode, same_time)?);
+            }
+            tx.commit()?;
+            Ok(stored)
         })
     }
 

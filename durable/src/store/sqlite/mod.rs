@@ -36,7 +36,8 @@ use rusqlite::vtab::array::Array;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{
-    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, NewJob, Role, Row, Store,
+    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, NewJob, Role, Row,
+    RunEnd, Store, Stored,
 };
 use crate::error::StoreError;
 use crate::owner::Owner;
@@ -44,10 +45,11 @@ use crate::schedule::{missed_name, missed_of};
 use crate::time::Micros;
 
 /// `MIGRATIONS[v]` takes a file at version `v` to `v + 1`.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_finished_at.sql"),
     include_str!("migrations/0003_fences_and_microseconds.sql"),
+    include_str!("migrations/0004_replaced.sql"),
 ];
 
 /// The schema's version once migrated.
@@ -62,6 +64,55 @@ const COLUMNS: &str = "key, name, payload, recurrence, next_fire, state, attempt
 
 /// The fence of a run, as every finish and renewal matches it.
 const FENCED: &str = "key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running'";
+
+/// One job's upsert (`Conn::upsert`): ?9 is its `IfExists` (`keep_same`,
+/// `keep_time` or `replace`), ?10 whether `keep_same` compares the time.
+/// In `DO UPDATE`, a bare column is the stored row's, before the update.
+/// A stored row is *live* when it is scheduled or running. `keep_same`
+/// leaves a live row that is the same job untouched (the `WHERE`: nothing
+/// is returned); `keep_time` keeps a live row's time, schedule and handler
+/// and takes the payload; otherwise the row is replaced, except that a
+/// running one keeps its run (fence, lease, attempt) and is marked
+/// `replaced` (module doc of `store`).
+const UPSERT: &str = "
+    INSERT INTO chronopool_jobs
+        (key, name, payload, recurrence, next_fire, state, attempt, missed, catch_up, seq)
+    VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', 0, ?6, ?7, ?8)
+    ON CONFLICT (key) DO UPDATE SET
+        seq = CASE WHEN ?9 = 'keep_time' AND state IN ('scheduled', 'running') THEN seq
+                   ELSE excluded.seq END,
+        name = CASE WHEN ?9 = 'keep_time' AND state IN ('scheduled', 'running') THEN name
+                    ELSE excluded.name END,
+        payload = excluded.payload,
+        recurrence = CASE WHEN ?9 = 'keep_time' AND state IN ('scheduled', 'running')
+                          THEN recurrence ELSE excluded.recurrence END,
+        next_fire = CASE WHEN ?9 = 'keep_time' AND state IN ('scheduled', 'running')
+                         THEN next_fire ELSE excluded.next_fire END,
+        missed = CASE WHEN ?9 = 'keep_time' AND state IN ('scheduled', 'running') THEN missed
+                      ELSE excluded.missed END,
+        catch_up = CASE WHEN ?9 = 'keep_time' AND state IN ('scheduled', 'running')
+                        THEN catch_up ELSE excluded.catch_up END,
+        replaced = CASE WHEN state <> 'running' THEN 0
+                        WHEN ?9 = 'keep_time' THEN replaced ELSE 1 END,
+        attempt = CASE WHEN state = 'running'
+                         OR (?9 = 'keep_time' AND state = 'scheduled') THEN attempt
+                       ELSE 0 END,
+        last_error = CASE WHEN state = 'running'
+                            OR (?9 = 'keep_time' AND state = 'scheduled') THEN last_error
+                          ELSE NULL END,
+        state = CASE WHEN state = 'running' THEN 'running' ELSE 'scheduled' END,
+        owner = CASE WHEN state = 'running' THEN owner END,
+        run = CASE WHEN state = 'running' THEN run END,
+        owner_name = CASE WHEN state = 'running' THEN owner_name END,
+        owner_lock = CASE WHEN state = 'running' THEN owner_lock END,
+        lease_until = CASE WHEN state = 'running' THEN lease_until END,
+        finished_at = NULL
+    WHERE NOT (?9 = 'keep_same' AND state IN ('scheduled', 'running')
+               AND name = excluded.name AND payload = excluded.payload
+               AND recurrence = excluded.recurrence AND missed = excluded.missed
+               AND catch_up IS excluded.catch_up
+               AND (NOT ?10 OR next_fire = excluded.next_fire))
+    RETURNING key, name, next_fire, state";
 
 /// Durable jobs in a SQLite file.
 #[derive(Debug)]
@@ -305,24 +356,27 @@ fn finish_one(
     owner: &str,
     fence: &Fence,
     finish: &Finish,
-) -> rusqlite::Result<bool> {
+) -> rusqlite::Result<RunEnd> {
     let Fence { key, run } = fence;
+    // A replaced row's run ends below, whatever its outcome.
+    const KEPT: &str = "key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running' \
+                        AND replaced = 0";
     const CLEAR: &str = "owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL, \
                          lease_until = NULL";
     let changed = match finish {
         Finish::Done { keep: false, .. } => c
-            .prepare_cached(&format!("DELETE FROM chronopool_jobs WHERE {FENCED}"))?
+            .prepare_cached(&format!("DELETE FROM chronopool_jobs WHERE {KEPT}"))?
             .execute(params![key, owner, run])?,
         Finish::Done { at, keep: true } => c
             .prepare_cached(&format!(
                 "UPDATE chronopool_jobs SET state = 'done', {CLEAR}, last_error = NULL,
-                     finished_at = ?4 WHERE {FENCED}"
+                     finished_at = ?4 WHERE {KEPT}"
             ))?
             .execute(params![key, owner, run, at])?,
         Finish::Next { next_fire } => c
             .prepare_cached(&format!(
                 "UPDATE chronopool_jobs SET state = 'scheduled', {CLEAR}, next_fire = ?4,
-                     attempt = 0, last_error = NULL WHERE {FENCED}"
+                     attempt = 0, last_error = NULL WHERE {KEPT}"
             ))?
             .execute(params![key, owner, run, next_fire])?,
         Finish::Retry {
@@ -332,7 +386,7 @@ fn finish_one(
         } => c
             .prepare_cached(&format!(
                 "UPDATE chronopool_jobs SET state = 'scheduled', {CLEAR}, next_fire = ?4,
-                     attempt = max(attempt - ?6, 0), last_error = ?5 WHERE {FENCED}"
+                     attempt = max(attempt - ?6, 0), last_error = ?5 WHERE {KEPT}"
             ))?
             .execute(params![
                 key,
@@ -345,17 +399,37 @@ fn finish_one(
         Finish::Dead { error, at } => c
             .prepare_cached(&format!(
                 "UPDATE chronopool_jobs SET state = 'dead', {CLEAR}, last_error = ?4,
-                     finished_at = ?5 WHERE {FENCED}"
+                     finished_at = ?5 WHERE {KEPT}"
             ))?
             .execute(params![key, owner, run, error, at])?,
         Finish::Release => c
             .prepare_cached(&format!(
                 "UPDATE chronopool_jobs SET state = 'scheduled', {CLEAR},
-                     attempt = max(attempt - 1, 0) WHERE {FENCED}"
+                     attempt = max(attempt - 1, 0) WHERE {KEPT}"
             ))?
             .execute(params![key, owner, run])?,
     };
-    Ok(changed == 1)
+    if changed == 1 {
+        return Ok(RunEnd::Stored);
+    }
+    // Replaced during the run (`Conn::upsert`): the run ends, the new
+    // schedule stands, with a sequence number of its own so that polls
+    // and other processes see it.
+    let seq = draw_seq(c, 1)? + 1;
+    let released = c
+        .prepare_cached(&format!(
+            "UPDATE chronopool_jobs SET state = 'scheduled', {CLEAR}, attempt = 0, replaced = 0,
+                 last_error = NULL, seq = ?4 WHERE {FENCED} AND replaced = 1
+             RETURNING name, next_fire"
+        ))?
+        .query_row(params![key, owner, run, seq], |r| {
+            Ok(RunEnd::Superseded {
+                name: r.get(0)?,
+                next_fire: r.get(1)?,
+            })
+        })
+        .optional()?;
+    Ok(released.unwrap_or(RunEnd::Lost))
 }
 
 /// Draws `n` sequence numbers (in the caller's transaction): the ones
@@ -384,8 +458,12 @@ fn due_rows(
         "SELECT key, name, next_fire AS fire, 0 FROM chronopool_jobs
              WHERE state = 'scheduled' AND next_fire <= ?1 AND name {among} rarray(?3)
          UNION ALL
-         SELECT key, name, lease_until + 1, 1 FROM chronopool_jobs
+         SELECT key, name,
+                CASE WHEN replaced = 1 THEN max(lease_until + 1, next_fire)
+                     ELSE lease_until + 1 END,
+                1 FROM chronopool_jobs
              WHERE state = 'running' AND lease_until < ?1 AND name {among} rarray(?3)
+               AND (replaced = 0 OR next_fire <= ?1)
                AND (owner <> ?4 OR lease_until < ?5)
          ORDER BY 3
          LIMIT ?2"
@@ -413,13 +491,16 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
     if let Some(claim) = &x.claim {
         let mut statement = tx.prepare_cached(&format!(
             "UPDATE chronopool_jobs
-                 SET attempt = attempt + (CASE WHEN state = 'running' AND owner = ?2 AND run = ?3
-                                               THEN 0 ELSE 1 END),
+                 SET attempt = CASE WHEN state = 'running' AND owner = ?2 AND run = ?3
+                                         THEN attempt
+                                    WHEN replaced = 1 THEN 1
+                                    ELSE attempt + 1 END,
                      state = 'running', owner = ?2, run = ?3, owner_name = ?4,
-                     owner_lock = ?5, lease_until = ?6
+                     owner_lock = ?5, lease_until = ?6, replaced = 0
              WHERE key = ?1 AND name = ?8
                AND ((state = 'scheduled' AND next_fire <= ?7)
-                    OR (state = 'running' AND lease_until < ?7)
+                    OR (state = 'running' AND lease_until < ?7
+                        AND (replaced = 0 OR next_fire <= ?7))
                     OR (state = 'running' AND owner = ?2 AND run = ?3))
              RETURNING {COLUMNS}"
         ))?;
@@ -461,46 +542,57 @@ fn turn(writers: &Mutex<()>) -> MutexGuard<'_, ()> {
 }
 
 impl Conn for SqliteConn {
-    fn upsert(&mut self, jobs: &[NewJob]) -> Result<(), StoreError> {
+    fn upsert(&mut self, jobs: &[NewJob]) -> Result<Vec<Stored>, StoreError> {
         let _turn = turn(&self.writers);
         let tx = self
             .c
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(store_error)?;
+        let mut stored = Vec::with_capacity(jobs.len());
         {
-            let mut statement = tx
-                .prepare_cached(
-                    "INSERT INTO chronopool_jobs
-                         (key, name, payload, recurrence, next_fire, state, attempt, missed, catch_up,
-                          seq)
-                     VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', 0, ?6, ?7, ?8)
-                     ON CONFLICT (key) DO UPDATE SET seq = excluded.seq,
-                         name = excluded.name, payload = excluded.payload,
-                         recurrence = excluded.recurrence, next_fire = excluded.next_fire,
-                         state = 'scheduled', attempt = 0, missed = excluded.missed,
-                         catch_up = excluded.catch_up, owner = NULL, run = NULL,
-                         owner_name = NULL, owner_lock = NULL, lease_until = NULL,
-                         last_error = NULL, finished_at = NULL",
-                )
-                .map_err(store_error)?;
+            let mut statement = tx.prepare_cached(UPSERT).map_err(store_error)?;
             let mut seq = draw_seq(&tx, jobs.len()).map_err(store_error)?;
             for job in jobs {
                 seq += 1;
-                statement
-                    .execute(params![
-                        job.key,
-                        job.name,
-                        job.payload,
-                        job.recurrence,
-                        job.next_fire,
-                        missed_name(job.missed),
-                        job.catch_up,
-                        seq,
-                    ])
+                let mode = match job.if_exists {
+                    IfExists::KeepSame => "keep_same",
+                    IfExists::KeepTime => "keep_time",
+                    IfExists::Replace => "replace",
+                };
+                let row = statement
+                    .query_row(
+                        params![
+                            job.key,
+                            job.name,
+                            job.payload,
+                            job.recurrence,
+                            job.next_fire,
+                            missed_name(job.missed),
+                            job.catch_up,
+                            seq,
+                            mode,
+                            job.same_time,
+                        ],
+                        |r| {
+                            Ok(Stored {
+                                key: r.get(0)?,
+                                name: r.get(1)?,
+                                next_fire: r.get(2)?,
+                                running: r.get::<_, String>(3)? == "running",
+                            })
+                        },
+                    )
+                    .optional()
                     .map_err(store_error)?;
+                if let Some(row) = row {
+                    // Of two jobs with one key, the later is the one stored.
+                    stored.retain(|s: &Stored| s.key != row.key);
+                    stored.push(row);
+                }
             }
         }
-        tx.commit().map_err(store_error)
+        tx.commit().map_err(store_error)?;
+        Ok(stored)
     }
 
     fn due(&mut self, q: &DueQuery<'_>) -> Result<Vec<Due>, StoreError> {

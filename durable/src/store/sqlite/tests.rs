@@ -70,6 +70,8 @@ fn the_schema_survives_a_reopen_and_refuses_a_newer_one() {
         next_fire: 1,
         missed: MissedRuns::Skip,
         catch_up: None,
+        if_exists: IfExists::Replace,
+        same_time: true,
     }])
     .unwrap();
     drop(conn);
@@ -125,6 +127,8 @@ fn the_files_are_readable_by_their_owner_only() {
         next_fire: 1,
         missed: MissedRuns::Skip,
         catch_up: None,
+        if_exists: IfExists::Replace,
+        same_time: true,
     }])
     .unwrap();
     for suffix in ["", "-wal", "-shm"] {

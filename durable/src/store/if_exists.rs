@@ -1,0 +1,54 @@
+//! [`IfExists`]: what storing a job does when its key is stored already.
+
+/// What storing a job does when its key is stored already, chosen per job
+/// with [`Job::if_exists`](crate::Job::if_exists). A key names one job: it is never stored twice.
+///
+/// The default, [`KeepSame`](IfExists::KeepSame), makes scheduling at
+/// start-up idempotent: a service that schedules `"hourly-report"` every
+/// `Every(1 h)` at each start keeps the job's first run where it was,
+/// instead of pushing it an hour back at every restart (and never running
+/// it if it restarts more often than hourly).
+///
+/// A job whose run is in progress is never disturbed by a schedule: the
+/// run goes on under its lease and its outcome is kept; under
+/// [`Replace`](IfExists::Replace), the new schedule takes over once it
+/// ends (no second run of the key starts meanwhile, here or in another
+/// process).
+///
+/// ```
+/// use chronopool_durable::{IfExists, Job, Schedule};
+/// use std::time::Duration;
+///
+/// // At every start: the same job again changes nothing.
+/// let report = Job::new("hourly-report", "report", "", Schedule::Every(Duration::from_secs(3600)));
+/// // A debounced notification: the latest text, sent when first planned.
+/// let digest = Job::new("digest-7", "send-digest", "3 new comments", Schedule::After(Duration::from_secs(600)))
+///     .if_exists(IfExists::KeepTime);
+/// // A new time, whatever was stored.
+/// let retry = Job::new("sync-7", "sync", "", Schedule::After(Duration::ZERO))
+///     .if_exists(IfExists::Replace);
+/// # let _ = (report, digest, retry);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IfExists {
+    /// Keep the stored job untouched when it is the same job: scheduled or
+    /// running, for the same handler, with the same payload, schedule
+    /// ([`Every`](crate::Schedule::Every) and
+    /// [`Cron`](crate::Schedule::Cron) by their rule, not their next time;
+    /// [`At`](crate::Schedule::At) by its time; any pending
+    /// [`After`](crate::Schedule::After) one-shot is the same as another)
+    /// and policies. A different job, or a stored one that is done or
+    /// dead, is replaced as by [`Replace`](Self::Replace). The default.
+    #[default]
+    KeepSame,
+    /// Keep the stored job's time (its next run, its schedule, its
+    /// handler) and take the new payload: debounce. A key that is not
+    /// stored, or whose job is done or dead, is stored as new.
+    KeepTime,
+    /// Store the new job in place of the stored one: its schedule starts
+    /// from now, its attempts and last error are cleared. A run in
+    /// progress finishes undisturbed, and the new schedule takes over when
+    /// it ends.
+    Replace,
+}
