@@ -227,17 +227,16 @@ impl Builder {
     /// spins on the clock instead (default: 100 µs; `Duration::ZERO`: never
     /// spin). At most [`MAX_TIMER_SPIN`].
     ///
-    /// A timed sleep ends late: on Linux by tens of microseconds even with
-    /// the timer slack the timer thread asks for, more on a virtual machine.
-    /// So while the executor holds few scheduled tasks (at most 64) and a
-    /// worker is idle, the timer thread ends each wait of at least five
-    /// windows by sleeping until one window before the deadline and
-    /// spinning the rest. A task then starts a few µs after its deadline
-    /// instead of tens of µs (median, measured on 2-core VMs;
-    /// `benches/README.md`).
-    /// The price is CPU: at most one window of spinning per wait of five,
-    /// and usually about half a window, since the sleep itself ends late.
-    /// With many scheduled tasks the timer thread never spins.
+    /// A timed sleep ends late, on Linux even with the tight timer slack the
+    /// timer thread asks for. So while the executor holds few scheduled
+    /// tasks (at most 64) and a worker is idle, the timer thread ends each
+    /// wait of at least five windows by sleeping until one window before
+    /// the deadline and spinning the rest. A task then starts sooner after
+    /// its deadline (measured: see the repository's `benches/README.md`,
+    /// "Why the timer thread spins before a deadline"). The price is CPU:
+    /// at most one window of spinning per wait of five, and usually less,
+    /// since the sleep itself ends late. With many scheduled tasks the
+    /// timer thread never spins.
     ///
     /// ```
     /// use chronopool::ScheduledExecutor;

@@ -97,8 +97,10 @@
 //!   (`ERROR`), a submission is rejected or a time-out comes first (`WARN`),
 //!   and when `MissedRuns` skips or delays runs (`INFO`). Without a
 //!   subscriber that wants them, a run pays the callsite's check and an
-//!   empty span (measured: a periodic re-arm about 8% slower, a one-shot
-//!   scheduled run within the noise; a closure from `execute` has no span). `examples/tracing.rs` prints them with `tracing-subscriber`.
+//!   empty span, which shows on a periodic re-arm (measured: see the
+//!   repository's `benches/README.md`, "`tracing` with no subscriber"); a
+//!   closure from `execute` has no span.
+//!   `examples/tracing.rs` prints them with `tracing-subscriber`.
 //!
 //! # Choosing a timer queue
 //!

@@ -8,11 +8,11 @@
 //! spins (without yielding) until it is filled. If that producer was
 //! preempted, by the very thread that now pops, for instance (the timer
 //! thread waking on a busy core), the consumer spins for the rest of its
-//! time slice. Measured with `ArrayQueue` as the command queue, the timer
-//! thread spent two thirds of its command-applying time in that spin, and
-//! the heap's `periodic` p99 went from ~0.2 ms to 1.2–2.4 ms. Here a
-//! consumer backs off and yields ([`Backoff::snooze`]) instead, which lets
-//! the producer finish.
+//! time slice. With `ArrayQueue` as the command queue, the timer thread
+//! lost much of its command-applying time in that spin, and periodic tasks
+//! ran later (measured: see `benches/README.md`, "The ring: a consumer
+//! that yields"). Here a consumer backs off and yields
+//! ([`Backoff::snooze`]) instead, which lets the producer finish.
 //!
 //! # The protocol
 //!

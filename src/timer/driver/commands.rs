@@ -49,16 +49,17 @@
 //! arena in its fastbins until a large allocation or free there
 //! consolidates them all at once, under the arena's lock. After a million
 //! tasks freed by the workers (the `timer-fire` workload), the timer
-//! thread's first growth or release of such a vector does that: one
-//! `malloc_consolidate` of 84–182 ms (perf probes on it), during which no
-//! task is handed over.
+//! thread's first growth or release of such a vector does that: one long
+//! `malloc_consolidate`, during which no task is handed over (measured:
+//! see `benches/README.md`, "The command queue: schedulers wait for room,
+//! and it is bounded").
 //!
 //! Why bounded: the queue never allocates (4,096 commands of 24 bytes and
 //! their sequence numbers, 128 KiB, allocated with the timer). An
 //! unbounded queue such as crossbeam's `Injector` allocates a 2 KiB block
 //! every 63 pushes, which the timer thread frees: under a burst the two
-//! threads take turns at glibc's arena lock (perf finds both asleep on
-//! it). And a burst can run at most 4,096 commands ahead of the timer
+//! threads take turns at glibc's arena lock (measured: the same section).
+//! And a burst can run at most 4,096 commands ahead of the timer
 //! thread, so the tasks that fall due during it are not held up behind a
 //! backlog of a million inserts.
 //!

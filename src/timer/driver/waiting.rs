@@ -6,10 +6,10 @@
 //! A timed sleep ends late. Linux adds the thread's *timer slack* (50 µs by
 //! default; a thread inherits its creator's) to every timed wait, to batch
 //! wake-ups; and even with the slack at 1 µs, a thread woken from a timed
-//! sleep on an idle core of a virtual machine runs 27–31 µs after its
-//! deadline at the median and 80–86 µs at the 99th percentile (1,000
-//! sleeps of 1 ms on a 2-core VM). A task due at that deadline then waits
-//! for the timer thread to wake, and after it for a worker to wake.
+//! sleep on an idle core of a virtual machine runs well after its deadline
+//! (measured: see `benches/README.md`, "Why the timer thread spins before a
+//! deadline"). A task due at that deadline then waits for the timer thread
+//! to wake, and after it for a worker to wake.
 //!
 //! So, with few timers (at most [`FEW_TIMERS`]):
 //!
@@ -22,21 +22,20 @@
 //!   while some worker sleeps: with every worker busy the task could not
 //!   start sooner anyway, and the spin would take a core from them.
 //!
-//! What it gains, measured with the `latency` workload (1,000 timers of
-//! 1 ms, one after the other; heap): the timer thread hands a task over
-//! 1 µs after its deadline at the median (29–59 µs without the spin), and
-//! the task runs 8–11 µs after it (42–67 µs without), p99 41–67 µs
-//! (100–154 µs).
+//! What it gains: the timer thread hands a task over at its deadline
+//! instead of when its sleep ends, and the task runs sooner after the
+//! deadline, at the median and at the 99th percentile (measured with the
+//! `latency` workload: the same section).
 //!
 //! **The cost** is CPU: at most one spin window per wait of at least
 //! `LONG_WAIT` windows, so at most a fifth of one core with timers due
 //! back to back every 500 µs, and in practice the window less the sleep's
-//! own lateness (in `latency`, 37–55 µs of CPU per timer, 4–5% of a core
-//! at one timer per millisecond). With many timers the waits are short, the
-//! deadlines dense, and a tight slack would only wake the timer thread for
-//! ever smaller batches: with 10,000 periodic tasks (the `periodic`
-//! workload) it costs ~50% more CPU and a worse p99. So there the timer
-//! thread keeps the slack it was started with and never spins.
+//! own lateness (measured in `latency`: the same section). With many timers
+//! the waits are short, the deadlines dense, and a tight slack would only
+//! wake the timer thread for ever smaller batches: with 10,000 periodic
+//! tasks (the `periodic` workload) it costs more CPU and a worse p99
+//! (measured: the same section). So there the timer thread keeps the slack
+//! it was started with and never spins.
 //!
 //! That slack is the one the thread inherited from the thread that built
 //! the pool: Linux's 50 µs, or whatever the process chose (systemd's

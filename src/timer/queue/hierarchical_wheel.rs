@@ -40,11 +40,11 @@
 //!   pass that never reads the slab. Entries linked through the slab in
 //!   intrusive lists would make a cascade walk a million-entry list one
 //!   cache miss at a time: under a million timers a second, every 64th tick
-//!   stalls the wheel for 8–10 ms that way, against ~0.4 ms with arrays
-//!   (`benches/ticks.rs`). A pop reads its value from the slab, and asks the
-//!   CPU to fetch the entry of the item eight places on (a prefetch), so
-//!   that the pops of one tick overlap their cache misses: that halves the
-//!   cost of expiring a million entries.
+//!   would stall the wheel (measured: see `benches/README.md`, "The wheels:
+//!   arrays, not intrusive lists"). A pop reads its value from the slab,
+//!   and asks the CPU to fetch the entry of the item eight places on (a
+//!   prefetch), so that the pops of one tick overlap their cache misses
+//!   (measured: the same section).
 //! * **O(1) insert and cancel** by [`Key`]: a removal takes the value out
 //!   of the slab at once and leaves its item behind as a *tombstone* (its
 //!   key is stale), counted in its slot; a pop or a cascade drops it, a
@@ -106,10 +106,12 @@
 //!   scan of that one slot's items, O(k) for its k entries, after which it
 //!   holds again. (One minimum per level would be lost at each cascade:
 //!   with a million timers over a second, each 64 ms slot of level 1 would
-//!   need a scan of ~64,000 entries when it became the earliest, which puts
-//!   the `timer-fire` workload's median lateness at ~5 ms.) A
-//!   pathological load (cancelling, again and again, the earliest of many
-//!   timers sharing one coarse slot) pays O(k) per call.
+//!   need a scan of ~64,000 entries when it became the earliest, which
+//!   makes the `timer-fire` workload's tasks late by far more than a tick;
+//!   measured: see `benches/README.md`, "The hierarchical wheel: a minimum
+//!   per coarse slot".) A pathological load (cancelling, again and again,
+//!   the earliest of many timers sharing one coarse slot) pays O(k) per
+//!   call.
 //! * `drain`: O(n + occupied slots). `len`: O(1).
 //! * Memory: fixed, 11 × 64 slots of 32 bytes (22 KiB) and their kept
 //!   minima (16 bytes each, 11 KiB), 11 bitmap words and a few words of
@@ -533,9 +535,8 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
     /// bitmap; then each occupied slot's items, keeping, in order, those
     /// neither noted nor tombstones (the slab is read only for slots that
     /// hold tombstones). Walking slot by slot instead would read the slab in
-    /// a slot's order, a cache miss per entry (a sweep of 10^6 entries on
-    /// the wheel alone: 21.7 ms that way, against 4.7 ms for the hashed
-    /// wheel's slot-order sweep).
+    /// a slot's order, a cache miss per entry (measured: see
+    /// `benches/README.md`, "The wheels' sweeps: in slab-slot order").
     ///
     /// A slot's vector left with more than twice the room it needs (plus
     /// 256 items) is shrunk; a slot it empties frees its vector, and so does
