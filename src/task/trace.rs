@@ -16,9 +16,9 @@
 //! the pool's code is as if this module were not there. With it and no
 //! subscriber that wants them, a run costs the check of the span's
 //! callsite and an empty span (its fields, the id included, are only worked
-//! out for a subscriber): criterion's `timers/rearm` runs about 8% slower
-//! (`--features tracing` of the benches crate), `timers/fire` within its
-//! noise. (`execute`'s closures, the spawn benches', have no span.)
+//! out for a subscriber): a little, measured in `benches/README.md`
+//! ("`tracing` with no subscriber"). (`execute`'s closures, the spawn
+//! benches', have no span.)
 
 use crate::sync::StdArc;
 

@@ -117,11 +117,11 @@ impl TimerQueue {
     ///
     /// Its cost under a heavy load: each time the wheel enters a new span
     /// of 64 ticks, the timers due in that span move to the finest level
-    /// in one sequential pass, and tasks falling due meanwhile wait for it.
-    /// Measured on the wheel alone (`cargo bench -p chronopool-benches
-    /// --bench ticks` in the repository), the slowest ticks take up to
-    /// 16 µs at ten thousand timers due a second, 36 µs at a hundred
-    /// thousand, and about 0.4 ms at a million.
+    /// in one sequential pass, and tasks falling due meanwhile wait for it:
+    /// microseconds at ten thousand timers due a second, a fraction of a
+    /// millisecond at a million (measured on the wheel alone:
+    /// `benches/README.md` in the repository, "The hierarchical wheel
+    /// under load").
     ///
     /// ```
     /// use chronopool::{ScheduledExecutor, TimerQueue};

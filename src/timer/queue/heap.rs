@@ -18,11 +18,9 @@
 //! * **A sift down selects, it does not branch**: which of four children
 //!   is earliest is a coin toss, so it is found by selects (no mispredicted
 //!   branch), and the children of all four are prefetched, since the CPU no
-//!   longer guesses the winner and loads its children early. Against a
-//!   sift down that branches, measured on the backend alone (`cargo bench
-//!   -p chronopool-benches --bench backends -- /heap/`), popping every
-//!   entry costs 31% less at 10^4 pending, 38% at 10^5, 17% at 10^6, and
-//!   removal by key 8–14% less.
+//!   longer guesses the winner and loads its children early (measured
+//!   against a sift down that branches: `benches/README.md`, "The heap: a
+//!   sift down that selects").
 //! * Memory is given back: the array shrinks when it is mostly empty, and
 //!   the slab frees its slots when the last entry leaves.
 
