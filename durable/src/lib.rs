@@ -102,4 +102,4 @@ pub use job::{Handler, Job, JobContext, JobError};
 pub use metrics::DurableMetrics;
 pub use schedule::Schedule;
 pub use scheduler::{DurableScheduler, JobInfo};
-pub use store::{IfExists, JobState};
+pub use store::{AppTransaction, IfExists, JobState};

@@ -12,7 +12,8 @@ use crate::error::{DurableError, StoreError};
 use crate::job::{Job, JobContext, JobError};
 use crate::metrics::DurableMetrics;
 use crate::schedule::Schedule;
-use crate::store::{Conn, JobState, NewJob, Row, Store};
+use crate::store::app_transaction::Rows;
+use crate::store::{AppTransaction, Conn, JobState, NewJob, Row, Store};
 use crate::time;
 
 /// How long an API call keeps trying a store that fails transiently (its
@@ -353,33 +354,7 @@ impl DurableScheduler {
     /// ```
     pub fn schedule_all(&self, jobs: impl IntoIterator<Item = Job>) -> Result<(), DurableError> {
         let now = self.shared.now_micros();
-        let rows = jobs
-            .into_iter()
-            .map(|job| {
-                let (recurrence, first) = job.schedule.first(now)?;
-                let catch_up = job
-                    .catch_up
-                    .map(|w| {
-                        time::duration_micros(w).ok_or_else(|| {
-                            DurableError::Schedule(format!(
-                                "a catch-up window of {w:?} is longer than 9,999 years"
-                            ))
-                        })
-                    })
-                    .transpose()?;
-                Ok(NewJob {
-                    key: job.key,
-                    name: job.name,
-                    payload: job.payload,
-                    recurrence: recurrence.encode(),
-                    next_fire: first,
-                    missed: job.missed,
-                    catch_up,
-                    if_exists: job.if_exists,
-                    same_time: matches!(job.schedule, Schedule::At(_)),
-                })
-            })
-            .collect::<Result<Vec<NewJob>, DurableError>>()?;
+        let rows = new_jobs(jobs, now)?;
         if rows.is_empty() {
             return Ok(());
         }
@@ -390,6 +365,61 @@ impl DurableScheduler {
             self.shared
                 .place_if_near(&job.key, &job.name, job.next_fire, now);
         }
+        Ok(())
+    }
+
+    /// Stores `jobs` in `tx`, a transaction of the application's own on
+    /// the scheduler's store (a `rusqlite::Transaction` on the same file,
+    /// or a `postgres::Transaction` on the same database), beside the
+    /// application's own writes: an order written and its reminder
+    /// scheduled, together. If `tx` commits, the jobs exist and run, as
+    /// after [`schedule_all`](Self::schedule_all) (what a stored key does
+    /// is each job's [`IfExists`](crate::IfExists)); if it rolls back (or
+    /// is dropped), they never existed. Nothing is placed before the
+    /// commit: the schedulers of every process on the store learn of the
+    /// jobs when it is visible (PostgreSQL: a notification delivered at
+    /// the commit; SQLite: the file's change counter), and the polls stay
+    /// the source of truth.
+    ///
+    /// # Errors
+    ///
+    /// [`DurableError::Schedule`] for a schedule that cannot fire or be
+    /// stored (nothing is written), [`DurableError::Store`] if a statement
+    /// failed (on PostgreSQL the transaction is then aborted, as after any
+    /// failed statement: roll it back). No statement is tried again: the
+    /// transaction is the application's.
+    ///
+    /// ```
+    /// use chronopool::ScheduledExecutor;
+    /// use chronopool_durable::{Config, DurableScheduler, Job, Schedule};
+    /// use std::time::Duration;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let path = dir.path().join("shop.db");
+    /// let pool = ScheduledExecutor::builder().worker_threads(2).build()?;
+    /// let jobs = DurableScheduler::sqlite(&pool, &path, Config::default())?;
+    ///
+    /// let mut db = rusqlite::Connection::open(&path)?;
+    /// db.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY)", [])?;
+    /// let tx = db.transaction()?;
+    /// tx.execute("INSERT INTO orders (id) VALUES (7)", [])?;
+    /// let remind = Job::new("remind-7", "remind", "7", Schedule::After(Duration::from_secs(3 * 86_400)));
+    /// let mut tx = tx;
+    /// jobs.schedule_in(&mut tx, [remind])?;
+    /// tx.commit()?; // the order and its reminder, or neither
+    /// assert!(jobs.job("remind-7")?.is_some());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn schedule_in<T: AppTransaction + ?Sized>(
+        &self,
+        tx: &mut T,
+        jobs: impl IntoIterator<Item = Job>,
+    ) -> Result<(), DurableError> {
+        let rows = new_jobs(jobs, self.shared.now_micros())?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        tx.upsert_jobs(Rows(&rows))?;
         Ok(())
     }
 
@@ -463,4 +493,37 @@ impl std::fmt::Debug for DurableScheduler {
             .field("store", &self.store)
             .finish_non_exhaustive()
     }
+}
+
+/// `jobs` as rows to store, their first fire times from `now`.
+fn new_jobs(
+    jobs: impl IntoIterator<Item = Job>,
+    now: time::Micros,
+) -> Result<Vec<NewJob>, DurableError> {
+    jobs.into_iter()
+        .map(|job| {
+            let (recurrence, first) = job.schedule.first(now)?;
+            let catch_up = job
+                .catch_up
+                .map(|w| {
+                    time::duration_micros(w).ok_or_else(|| {
+                        DurableError::Schedule(format!(
+                            "a catch-up window of {w:?} is longer than 9,999 years"
+                        ))
+                    })
+                })
+                .transpose()?;
+            Ok(NewJob {
+                key: job.key,
+                name: job.name,
+                payload: job.payload,
+                recurrence: recurrence.encode(),
+                next_fire: first,
+                missed: job.missed,
+                catch_up,
+                if_exists: job.if_exists,
+                same_time: matches!(job.schedule, Schedule::At(_)),
+            })
+        })
+        .collect()
 }

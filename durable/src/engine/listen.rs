@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Shared, ToPoll};
-use crate::store::{Conn, Role, Store};
+use crate::store::{Conn, Notice, Role, Store};
 
 /// How long one wait for a notification lasts.
 pub(crate) const LISTEN_WAIT: Duration = Duration::from_millis(100);
@@ -28,7 +28,7 @@ pub(crate) fn listen(shared: Arc<Shared>, store: Arc<dyn Store>, stop: Arc<Atomi
             Some(conn) => conn.notified(LISTEN_WAIT),
             None => store.connect(Role::Listen).map(|c| {
                 conn = Some(c);
-                false
+                Notice::None
             }),
         };
         match heard {
@@ -38,8 +38,14 @@ pub(crate) fn listen(shared: Arc<Shared>, store: Arc<dyn Store>, stop: Arc<Atomi
                     failures = 0;
                     let _ = shared.polls.send(ToPoll::Poll { busy: None });
                 }
-                if heard {
-                    let _ = shared.polls.send(ToPoll::Fresh);
+                match heard {
+                    Notice::None => {}
+                    Notice::Fresh => {
+                        let _ = shared.polls.send(ToPoll::Fresh);
+                    }
+                    Notice::Full => {
+                        let _ = shared.polls.send(ToPoll::Poll { busy: None });
+                    }
                 }
             }
             Err(e) => {

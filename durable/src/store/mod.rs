@@ -58,8 +58,10 @@ use crate::error::StoreError;
 use crate::owner::Owner;
 use crate::time::Micros;
 
+pub use app_transaction::AppTransaction;
 pub use if_exists::IfExists;
 
+pub(crate) mod app_transaction;
 #[cfg(test)]
 mod conformance;
 mod if_exists;
@@ -286,6 +288,26 @@ pub(crate) struct Exchanged {
     pub(crate) renewed: Vec<bool>,
 }
 
+/// What a store's notifications said, in [`Conn::notified`]'s wait (only
+/// PostgreSQL's say anything).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) enum Notice {
+    /// Nothing.
+    None,
+    /// Jobs were scheduled: a fresh poll finds them.
+    Fresh,
+    /// Jobs were scheduled in a transaction of the application's, whose
+    /// sequence numbers were drawn before it committed (others may have
+    /// committed higher ones meanwhile): a full poll finds them.
+    Full,
+}
+
+/// The payload of the notification an application's transaction sends
+/// when it commits jobs (see [`Notice::Full`]).
+#[cfg(feature = "postgres")]
+pub(crate) const POLL_NOTICE: &str = "poll";
+
 /// What a connection is for: a store may open it differently.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Role<'a> {
@@ -399,10 +421,10 @@ pub(crate) trait Conn: Send {
     }
 
     /// Waits up to `timeout` for the store to say that jobs were
-    /// scheduled; true if it did (a connection opened for
+    /// scheduled, and says what it said (a connection opened for
     /// [`Role::Listen`] on a store that [notifies](Store::notifies)).
-    fn notified(&mut self, _timeout: Duration) -> Result<bool, StoreError> {
-        Ok(false)
+    fn notified(&mut self, _timeout: Duration) -> Result<Notice, StoreError> {
+        Ok(Notice::None)
     }
 
     /// The run loop's transaction (module doc).

@@ -59,9 +59,10 @@ use std::time::{Duration, SystemTime};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 
+use super::app_transaction::{Rows, Upsert};
 use super::{
-    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, NewJob, Role, Row,
-    RunEnd, Store, Stored,
+    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, NewJob, Notice,
+    Role, Row, RunEnd, Store, Stored, POLL_NOTICE,
 };
 use crate::error::StoreError;
 use crate::schedule::{missed_name, missed_of};
@@ -540,6 +541,53 @@ fn end_runs(
         .collect())
 }
 
+/// The upsert of `jobs` (`Conn::upsert`), in the caller's transaction:
+/// one statement per kind of upsert in the batch (arrays, unnested), a
+/// round trip each. A key twice in one statement is an error in
+/// PostgreSQL, so the later job of a key is the one sent.
+fn upsert_batch(
+    tx: &mut postgres::Transaction<'_>,
+    jobs: &[NewJob],
+) -> Result<Vec<Stored>, postgres::Error> {
+    let mut latest: HashMap<&str, usize> = HashMap::with_capacity(jobs.len());
+    for (i, job) in jobs.iter().enumerate() {
+        latest.insert(&job.key, i);
+    }
+    let mut kept: Vec<usize> = latest.into_values().collect();
+    kept.sort_unstable();
+    let mut kinds: Vec<(IfExists, bool)> = kept
+        .iter()
+        .map(|&i| (jobs[i].if_exists, jobs[i].same_time))
+        .collect();
+    kinds.sort_unstable_by_key(|&(mode, same)| (mode_name(mode), same));
+    kinds.dedup();
+    let mut stored = Vec::with_capacity(kept.len());
+    for &(mode, same_time) in &kinds {
+        let of_kind: Vec<&NewJob> = kept
+            .iter()
+            .map(|&i| &jobs[i])
+            .filter(|j| j.if_exists == mode && j.same_time == same_time)
+            .collect();
+        stored.extend(upsert_kind(tx, &of_kind, mode, same_time)?);
+    }
+    Ok(stored)
+}
+
+/// Jobs scheduled in the application's own transaction
+/// (`DurableScheduler::schedule_in`). Their sequence numbers are drawn now
+/// but committed when the application commits, maybe after higher ones:
+/// so the transaction also sends a notification that asks the listeners
+/// for a full poll (`POLL_NOTICE`), which PostgreSQL delivers only if it
+/// commits.
+impl Upsert for postgres::Transaction<'_> {
+    fn upsert_jobs(&mut self, jobs: Rows<'_>) -> Result<(), StoreError> {
+        upsert_batch(self, jobs.0).map_err(pg_error)?;
+        self.execute("SELECT pg_notify('chronopool_jobs', $1)", &[&POLL_NOTICE])
+            .map_err(pg_error)?;
+        Ok(())
+    }
+}
+
 /// `mode`'s name in [`UPSERT`].
 fn mode_name(mode: IfExists) -> &'static str {
     match mode {
@@ -701,33 +749,9 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
 
 impl Conn for PgConn {
     fn upsert(&mut self, jobs: &[NewJob]) -> Result<Vec<Stored>, StoreError> {
-        // One statement per kind of upsert in the batch (arrays, unnested):
-        // a round trip each, one transaction. A key twice in one statement
-        // is an error in PostgreSQL, so the later job of a key is the one
-        // sent.
-        let mut latest: HashMap<&str, usize> = HashMap::with_capacity(jobs.len());
-        for (i, job) in jobs.iter().enumerate() {
-            latest.insert(&job.key, i);
-        }
-        let mut kept: Vec<usize> = latest.into_values().collect();
-        kept.sort_unstable();
-        let mut kinds: Vec<(IfExists, bool)> = kept
-            .iter()
-            .map(|&i| (jobs[i].if_exists, jobs[i].same_time))
-            .collect();
-        kinds.sort_unstable_by_key(|&(mode, same)| (mode_name(mode), same));
-        kinds.dedup();
         self.run(|c| {
             let mut tx = c.transaction()?;
-            let mut stored = Vec::with_capacity(kept.len());
-            for &(mode, same_time) in &kinds {
-                let of_kind: Vec<&NewJob> = kept
-                    .iter()
-                    .map(|&i| &jobs[i])
-                    .filter(|j| j.if_exists == mode && j.same_time == same_time)
-                    .collect();
-                stored.extend(upsert_kind(&mut tx, &of_kind, mode, same_time)?);
-            }
+            let stored = upsert_batch(&mut tx, jobs)?;
             tx.commit()?;
             Ok(stored)
         })
@@ -833,15 +857,19 @@ impl Conn for PgConn {
         })
     }
 
-    fn notified(&mut self, timeout: Duration) -> Result<bool, StoreError> {
+    fn notified(&mut self, timeout: Duration) -> Result<Notice, StoreError> {
         self.run(|c| {
             let mut notifications = c.notifications();
-            if notifications.timeout_iter(timeout).next()?.is_none() {
-                return Ok(false);
+            let Some(first) = notifications.timeout_iter(timeout).next()? else {
+                return Ok(Notice::None);
+            };
+            // Those that came with it are one notice: a full poll if any
+            // asks for one.
+            let mut full = first.payload() == POLL_NOTICE;
+            while let Some(more) = notifications.iter().next()? {
+                full |= more.payload() == POLL_NOTICE;
             }
-            // Those that came with it are one notification.
-            while notifications.iter().next()?.is_some() {}
-            Ok(true)
+            Ok(if full { Notice::Full } else { Notice::Fresh })
         })
     }
 

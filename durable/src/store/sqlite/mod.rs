@@ -35,6 +35,7 @@ use rusqlite::types::Value;
 use rusqlite::vtab::array::Array;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+use super::app_transaction::{Rows, Upsert};
 use super::{
     Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, NewJob, Role, Row,
     RunEnd, Store, Stored,
@@ -350,6 +351,61 @@ struct SqliteConn {
     data_version: Option<i64>,
 }
 
+/// The upsert of `jobs` (`Conn::upsert`), in the caller's transaction:
+/// the jobs stored, as they now are.
+fn upsert_rows(c: &Connection, jobs: &[NewJob]) -> rusqlite::Result<Vec<Stored>> {
+    let mut stored = Vec::with_capacity(jobs.len());
+    let mut statement = c.prepare_cached(UPSERT)?;
+    let mut seq = draw_seq(c, jobs.len())?;
+    for job in jobs {
+        seq += 1;
+        let mode = match job.if_exists {
+            IfExists::KeepSame => "keep_same",
+            IfExists::KeepTime => "keep_time",
+            IfExists::Replace => "replace",
+        };
+        let params = params![
+            job.key,
+            job.name,
+            job.payload,
+            job.recurrence,
+            job.next_fire,
+            missed_name(job.missed),
+            job.catch_up,
+            seq,
+            mode,
+            job.same_time,
+        ];
+        let row = statement
+            .query_row(params, |r| {
+                Ok(Stored {
+                    key: r.get(0)?,
+                    name: r.get(1)?,
+                    next_fire: r.get(2)?,
+                    running: r.get::<_, String>(3)? == "running",
+                })
+            })
+            .optional()?;
+        if let Some(row) = row {
+            // Of two jobs with one key, the later is the one stored.
+            stored.retain(|s: &Stored| s.key != row.key);
+            stored.push(row);
+        }
+    }
+    Ok(stored)
+}
+
+/// Jobs scheduled in the application's own transaction on the file
+/// (`DurableScheduler::schedule_in`). Its writes take the file's write
+/// lock until it commits, so the sequence numbers it draws are in the
+/// order of the commits, and the poll loops of every process see its jobs
+/// with their next look at the file's `data_version` after the commit.
+impl Upsert for rusqlite::Transaction<'_> {
+    fn upsert_jobs(&mut self, jobs: Rows<'_>) -> Result<(), StoreError> {
+        upsert_rows(self, jobs.0).map(drop).map_err(store_error)
+    }
+}
+
 /// One run's end (`Conn::exchange`), in the caller's transaction.
 fn finish_one(
     c: &Connection,
@@ -548,49 +604,7 @@ impl Conn for SqliteConn {
             .c
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(store_error)?;
-        let mut stored = Vec::with_capacity(jobs.len());
-        {
-            let mut statement = tx.prepare_cached(UPSERT).map_err(store_error)?;
-            let mut seq = draw_seq(&tx, jobs.len()).map_err(store_error)?;
-            for job in jobs {
-                seq += 1;
-                let mode = match job.if_exists {
-                    IfExists::KeepSame => "keep_same",
-                    IfExists::KeepTime => "keep_time",
-                    IfExists::Replace => "replace",
-                };
-                let row = statement
-                    .query_row(
-                        params![
-                            job.key,
-                            job.name,
-                            job.payload,
-                            job.recurrence,
-                            job.next_fire,
-                            missed_name(job.missed),
-                            job.catch_up,
-                            seq,
-                            mode,
-                            job.same_time,
-                        ],
-                        |r| {
-                            Ok(Stored {
-                                key: r.get(0)?,
-                                name: r.get(1)?,
-                                next_fire: r.get(2)?,
-                                running: r.get::<_, String>(3)? == "running",
-                            })
-                        },
-                    )
-                    .optional()
-                    .map_err(store_error)?;
-                if let Some(row) = row {
-                    // Of two jobs with one key, the later is the one stored.
-                    stored.retain(|s: &Stored| s.key != row.key);
-                    stored.push(row);
-                }
-            }
-        }
+        let stored = upsert_rows(&tx, jobs).map_err(store_error)?;
         tx.commit().map_err(store_error)?;
         Ok(stored)
     }
