@@ -51,7 +51,7 @@ const DURABLE: &[(&str, &[&str])] = &[
     ("store", &["store"]),
     ("model", &["job", "config", "metrics"]),
     ("engine", &["engine"]),
-    ("api", &["lib", "scheduler"]),
+    ("api", &["lib", "scheduler", "typed"]),
 ];
 
 /// The rank of the layer that holds top-level module `module`.

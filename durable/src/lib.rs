@@ -71,8 +71,10 @@
 //! # Cargo features
 //!
 //! * `sqlite` (default) and `postgres`: the stores (at least one).
-//! * `serde`: typed payloads in JSON (`Job::json`,
-//!   `DurableScheduler::schedule_json`, `JobContext::json`).
+//! * `serde`: typed jobs, `JobArgs` (a Rust type of arguments that
+//!   names its handler: `register_typed`, `schedule_typed`, `Job::typed`),
+//!   and JSON payloads (`Job::json`, `DurableScheduler::schedule_json`,
+//!   `JobContext::json`).
 //! * `tracing`: events for `tracing` subscribers at the moments
 //!   [`DurableMetrics`] counts (`DEBUG` claimed and succeeded, `INFO`
 //!   retried and skipped, `WARN` dead, lost runs and expired leases,
@@ -95,6 +97,8 @@ mod schedule;
 mod scheduler;
 mod store;
 mod time;
+#[cfg(feature = "serde")]
+mod typed;
 
 pub use config::Config;
 pub use error::{DurableError, StoreError};
@@ -103,3 +107,5 @@ pub use metrics::DurableMetrics;
 pub use schedule::Schedule;
 pub use scheduler::{DurableScheduler, JobInfo};
 pub use store::{AppTransaction, IfExists, JobState};
+#[cfg(feature = "serde")]
+pub use typed::JobArgs;
