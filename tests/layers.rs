@@ -49,7 +49,7 @@ const DURABLE: &[(&str, &[&str])] = &[
     ("base", &["time", "error", "owner"]),
     ("schedule", &["schedule"]),
     ("store", &["store"]),
-    ("model", &["job", "config", "metrics"]),
+    ("model", &["job", "config", "metrics", "spawn"]),
     ("engine", &["engine"]),
     ("api", &["lib", "scheduler", "typed"]),
 ];

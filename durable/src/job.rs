@@ -3,6 +3,7 @@
 //! fails) and [`Handler`].
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use chronopool::MissedRuns;
@@ -144,26 +145,59 @@ impl Job {
     }
 }
 
-/// What a handler sees of the job it runs.
+/// What a handler sees of the job it runs. A synchronous handler gets it
+/// borrowed for its run; an [async](crate::DurableScheduler::register_async)
+/// one gets a `JobContext<'static>` that its future owns.
 #[derive(Debug)]
 pub struct JobContext<'a> {
-    pub(crate) row: &'a Row,
+    row: RowOf<'a>,
+}
+
+/// The row a context shows: borrowed for a synchronous run, shared with
+/// the run for an async one.
+#[derive(Debug)]
+enum RowOf<'a> {
+    Borrowed(&'a Row),
+    Shared(Arc<Row>),
+}
+
+impl<'a> JobContext<'a> {
+    pub(crate) fn borrowed(row: &'a Row) -> Self {
+        JobContext {
+            row: RowOf::Borrowed(row),
+        }
+    }
+}
+
+impl JobContext<'static> {
+    pub(crate) fn shared(row: Arc<Row>) -> Self {
+        JobContext {
+            row: RowOf::Shared(row),
+        }
+    }
 }
 
 impl JobContext<'_> {
+    fn row(&self) -> &Row {
+        match &self.row {
+            RowOf::Borrowed(row) => row,
+            RowOf::Shared(row) => row,
+        }
+    }
+
     /// The job's key.
     pub fn key(&self) -> &str {
-        &self.row.key
+        &self.row().key
     }
 
     /// The name of its handler.
     pub fn name(&self) -> &str {
-        &self.row.name
+        &self.row().name
     }
 
     /// Its payload.
     pub fn payload(&self) -> &[u8] {
-        &self.row.payload
+        &self.row().payload
     }
 
     /// Its payload read as JSON (`serde` feature). A payload that cannot
@@ -189,7 +223,7 @@ impl JobContext<'_> {
     /// ```
     #[cfg(feature = "serde")]
     pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, JobError> {
-        serde_json::from_slice(&self.row.payload).map_err(|e| {
+        serde_json::from_slice(&self.row().payload).map_err(|e| {
             JobError::permanent(format!("the payload is not what the handler reads: {e}"))
         })
     }
@@ -198,12 +232,12 @@ impl JobContext<'_> {
     /// for retries and for a run taken over after its process crashed (a
     /// handler that sees more than 1 should be idempotent).
     pub fn attempt(&self) -> u32 {
-        self.row.attempt
+        self.row().attempt
     }
 
     /// When this run was due (never after it started).
     pub fn due(&self) -> SystemTime {
-        time::system_time(self.row.next_fire)
+        time::system_time(self.row().next_fire)
     }
 }
 

@@ -75,6 +75,9 @@
 //!   names its handler: `register_typed`, `schedule_typed`, `Job::typed`),
 //!   and JSON payloads (`Job::json`, `DurableScheduler::schedule_json`,
 //!   `JobContext::json`).
+//! * `tokio`: async handlers on a tokio runtime's handle
+//!   ([`DurableScheduler::register_async`] takes any [`Spawn`]; this
+//!   feature implements it for `tokio::runtime::Handle`).
 //! * `tracing`: events for `tracing` subscribers at the moments
 //!   [`DurableMetrics`] counts (`DEBUG` claimed and succeeded, `INFO`
 //!   retried and skipped, `WARN` dead, lost runs and expired leases,
@@ -95,6 +98,7 @@ mod metrics;
 mod owner;
 mod schedule;
 mod scheduler;
+mod spawn;
 mod store;
 mod time;
 #[cfg(feature = "serde")]
@@ -106,6 +110,7 @@ pub use job::{Handler, Job, JobContext, JobError};
 pub use metrics::DurableMetrics;
 pub use schedule::Schedule;
 pub use scheduler::{DurableScheduler, JobInfo};
+pub use spawn::{AsyncHandler, HandlerFuture, Spawn, SpawnedFuture};
 pub use store::{AppTransaction, IfExists, JobState};
 #[cfg(feature = "serde")]
 pub use typed::JobArgs;

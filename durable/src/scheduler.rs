@@ -1,17 +1,19 @@
 //! [`DurableScheduler`]: named handlers, stored schedules, and the API
 //! over them; the work on the store is the engine's (`engine/`).
 
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use chronopool::{MissedRuns, ScheduledExecutor};
 
 use crate::config::Config;
-use crate::engine::{self, Channels, Engine, Shared};
+use crate::engine::{self, Channels, Engine, Registered, Shared};
 use crate::error::{DurableError, StoreError};
 use crate::job::{Job, JobContext, JobError};
 use crate::metrics::DurableMetrics;
 use crate::schedule::Schedule;
+use crate::spawn::{HandlerFuture, Spawn};
 use crate::store::app_transaction::Rows;
 use crate::store::{AppTransaction, Conn, JobState, NewJob, Row, Store};
 use crate::time;
@@ -171,6 +173,44 @@ impl DurableScheduler {
         name: &str,
         handler: impl Fn(&JobContext<'_>) -> Result<(), JobError> + Send + Sync + 'static,
     ) {
+        self.handle(name, Registered::Sync(Box::new(handler)));
+    }
+
+    /// Registers an async `handler` for the jobs named `name`, whose runs
+    /// are polled on `spawn`'s runtime (a `tokio::runtime::Handle` with the
+    /// `tokio` feature, or any [`Spawn`]). As [`register`](Self::register)
+    /// otherwise: the run holds its claim and lease until the future
+    /// completes, its output is the run's outcome, and a panic while it is
+    /// polled, or the future dropped unfinished (its runtime shut down, or
+    /// cancelled it), is a failed attempt, retried after the back-off.
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "tokio")]
+    /// # fn demo(jobs: &chronopool_durable::DurableScheduler, runtime: &tokio::runtime::Runtime) {
+    /// jobs.register_async("send-mail", runtime.handle().clone(), |job| async move {
+    ///     let to = String::from_utf8_lossy(job.payload()).into_owned();
+    ///     // An async client would be awaited here.
+    ///     println!("mail to {to}");
+    ///     Ok(())
+    /// });
+    /// # }
+    /// ```
+    pub fn register_async<F, Fut>(&self, name: &str, spawn: impl Spawn, handler: F)
+    where
+        F: Fn(JobContext<'static>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), JobError>> + Send + 'static,
+    {
+        let handler = move |job| Box::pin(handler(job)) as HandlerFuture;
+        self.handle(
+            name,
+            Registered::Async {
+                spawn: Arc::new(spawn),
+                handler: Box::new(handler),
+            },
+        );
+    }
+
+    fn handle(&self, name: &str, handler: Registered) {
         self.shared
             .handlers
             .write()

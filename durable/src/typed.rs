@@ -11,12 +11,16 @@
 //! so the raw bytes stay readable ([`JobContext::payload`]) and other
 //! languages can schedule the same jobs.
 
+use std::future::Future;
+use std::sync::Arc;
+
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::job::{Job, JobContext, JobError};
 use crate::schedule::Schedule;
 use crate::scheduler::DurableScheduler;
+use crate::spawn::Spawn;
 use crate::DurableError;
 
 /// The arguments of one kind of job, as a Rust type: it names the handler
@@ -81,6 +85,26 @@ impl DurableScheduler {
         handler: impl Fn(&JobContext<'_>, A) -> Result<(), JobError> + Send + Sync + 'static,
     ) {
         self.register(A::NAME, move |job| handler(job, job.json::<A>()?));
+    }
+
+    /// Registers an async `handler` for the jobs of kind `A`, polled on
+    /// `spawn`'s runtime (see [`register_async`](Self::register_async)); it
+    /// gets the job's context and its arguments, as
+    /// [`register_typed`](Self::register_typed)'s does.
+    pub fn register_typed_async<A, F, Fut>(&self, spawn: impl Spawn, handler: F)
+    where
+        A: JobArgs,
+        F: Fn(JobContext<'static>, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), JobError>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        self.register_async(A::NAME, spawn, move |job| {
+            let handler = Arc::clone(&handler);
+            async move {
+                let args = job.json::<A>()?;
+                handler(job, args).await
+            }
+        });
     }
 
     /// Stores the job `key` of kind `A`, with `args` (see

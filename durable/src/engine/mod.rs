@@ -47,20 +47,20 @@ use chronopool::{Busy, PeriodicHandle, ScheduledExecutor, WeakExecutor};
 
 use crate::config::Config;
 use crate::error::DurableError;
-use crate::job::Handler;
 use crate::metrics::Counters;
 use crate::owner::Owner;
 use crate::store::{Fence, Finish, Store};
 use crate::time::{self, Micros};
 
 pub(crate) use placement::Placements;
+pub(crate) use run::Registered;
 
 /// What the scheduler, its loops and its runs share.
 pub(crate) struct Shared {
     pub(crate) executor: WeakExecutor,
     pub(crate) config: Config,
     pub(crate) owner: Owner,
-    pub(crate) handlers: RwLock<HashMap<String, Arc<Handler>>>,
+    pub(crate) handlers: RwLock<HashMap<String, Arc<Registered>>>,
     pub(crate) placements: Placements,
     pub(crate) counters: Counters,
     /// To the run loop: placements that fell due, runs that ended.
@@ -177,7 +177,7 @@ impl Shared {
         self.executor.upgrade().map(|e| e.busy())
     }
 
-    pub(crate) fn handler(&self, name: &str) -> Option<Arc<Handler>> {
+    pub(crate) fn handler(&self, name: &str) -> Option<Arc<Registered>> {
         self.handlers
             .read()
             .unwrap_or_else(|p| p.into_inner())

@@ -10,8 +10,11 @@
 //! handler that kills its process is the lease's case, and its attempt is
 //! already counted (the claim counts it).
 
+use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use chronopool::{MissedRuns, PanicPayload};
@@ -19,6 +22,7 @@ use chronopool::{MissedRuns, PanicPayload};
 use super::{Ended, Shared};
 use crate::job::{Handler, JobContext, JobError};
 use crate::schedule::Recurrence;
+use crate::spawn::{AsyncHandler, HandlerFuture, Spawn};
 use crate::store::{Fence, Finish, Row};
 use crate::time::{self, Micros};
 
@@ -42,38 +46,69 @@ impl RunGuard {
         }
     }
 
-    /// Runs `row`'s handler (on a worker) and reports its outcome.
-    pub(crate) fn run(mut self, row: &Row, handler: &Handler) {
+    /// Runs `row`'s handler (on a worker) and reports its outcome: at once
+    /// for a synchronous handler, when its future completes for an async
+    /// one.
+    pub(crate) fn run(mut self, row: Row, handler: &Registered) {
         let shared = Arc::clone(&self.shared);
         let now = shared.now_micros();
         // From here on, an unwinding run counts as a failed attempt.
         self.if_dropped = Some(failed(
             &shared,
-            row,
+            &row,
             now,
             JobError::retry("the run panicked outside its handler (a panic payload's drop, say)"),
         ));
-        if too_late(row, now) {
-            let finish = skip(&shared, row, now);
+        if too_late(&row, now) {
+            let finish = skip(&shared, &row, now);
             self.complete(finish, None, true);
             return;
         }
+        match handler {
+            Registered::Sync(handler) => {
+                let started = Instant::now();
+                let context = JobContext::borrowed(&row);
+                let outcome = catching(|| handler(&context));
+                let finish = finish_of(&shared, &row, outcome);
+                self.complete(finish, Some(started.elapsed()), false);
+            }
+            Registered::Async { spawn, handler } => self.spawn(row, &**spawn, handler),
+        }
+    }
+
+    /// An async handler's run: its future, on `spawn`'s runtime, reports
+    /// the outcome when it completes (`AsyncRun`).
+    fn spawn(mut self, row: Row, spawn: &dyn Spawn, handler: &AsyncHandler) {
+        let row = Arc::new(row);
         let started = Instant::now();
-        let context = JobContext { row };
-        let outcome = match catch_unwind(AssertUnwindSafe(|| handler(&context))) {
-            Ok(outcome) => outcome,
+        let future = match catch_unwind(AssertUnwindSafe(|| {
+            handler(JobContext::shared(Arc::clone(&row)))
+        })) {
+            Ok(future) => future,
             Err(payload) => {
-                // Dropping the payload may panic: `PanicPayload` catches it.
-                let payload = PanicPayload::from(payload);
-                Err(JobError::retry(format!(
-                    "the handler panicked: {}",
-                    payload.message().unwrap_or("a non-text payload")
-                )))
+                let outcome = Err(panicked(payload));
+                let finish = finish_of(&self.shared, &row, outcome);
+                self.complete(finish, Some(started.elapsed()), false);
+                return;
             }
         };
-        let ran_for = started.elapsed();
-        let finish = finish_of(&shared, row, outcome);
-        self.complete(finish, Some(ran_for), false);
+        // Dropped unfinished (its runtime shut down, or cancelled it): a
+        // failed attempt.
+        self.if_dropped = Some(failed(
+            &self.shared,
+            &row,
+            self.shared.now_micros(),
+            JobError::retry("the run's future was dropped before it completed"),
+        ));
+        let run = AsyncRun {
+            future,
+            guard: Some(self),
+            row,
+            started,
+        };
+        // A spawner that panics drops the run as it unwinds: its guard
+        // reports the failed attempt.
+        let _ = catch_unwind(AssertUnwindSafe(|| spawn.spawn(Box::pin(run))));
     }
 
     fn complete(&mut self, finish: Finish, ran_for: Option<Duration>, skipped: bool) {
@@ -99,6 +134,63 @@ impl Drop for RunGuard {
         if let Some(finish) = self.if_dropped.take() {
             self.report(finish, None, false);
         }
+    }
+}
+
+/// A handler as registered: called on a worker, or returning a future that
+/// a runtime polls.
+pub(crate) enum Registered {
+    Sync(Box<Handler>),
+    Async {
+        spawn: Arc<dyn Spawn>,
+        handler: Box<AsyncHandler>,
+    },
+}
+
+/// `f`'s outcome, a panic a retryable failure.
+fn catching(f: impl FnOnce() -> Result<(), JobError>) -> Result<(), JobError> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| Err(panicked(payload)))
+}
+
+/// The failure of a handler that panicked with `payload`.
+fn panicked(payload: Box<dyn std::any::Any + Send>) -> JobError {
+    // Dropping the payload may panic: `PanicPayload` catches it.
+    let payload = PanicPayload::from(payload);
+    JobError::retry(format!(
+        "the handler panicked: {}",
+        payload.message().unwrap_or("a non-text payload")
+    ))
+}
+
+/// An async handler's run, as its runtime polls it: the handler's future,
+/// then the outcome reported through the guard. The future is declared
+/// first, so that it is dropped first: if its drop panics, the guard's
+/// drop still reports the run as it unwinds.
+struct AsyncRun {
+    future: HandlerFuture,
+    guard: Option<RunGuard>,
+    row: Arc<Row>,
+    started: Instant,
+}
+
+impl Future for AsyncRun {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = &mut *self;
+        if this.guard.is_none() {
+            return Poll::Ready(());
+        }
+        let outcome = match catch_unwind(AssertUnwindSafe(|| this.future.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(outcome)) => outcome,
+            Err(payload) => Err(panicked(payload)),
+        };
+        if let Some(mut guard) = this.guard.take() {
+            let finish = finish_of(&guard.shared, &this.row, outcome);
+            guard.complete(finish, Some(this.started.elapsed()), false);
+        }
+        Poll::Ready(())
     }
 }
 

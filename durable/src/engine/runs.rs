@@ -692,6 +692,6 @@ impl RunLoop {
         let guard = RunGuard::new(Arc::clone(&self.shared), fence, row.name.clone());
         // Refused (shut down meanwhile): the closure comes back in the
         // error and is dropped here, and its guard releases the claim.
-        let _ = executor.execute(move || guard.run(&row, &*handler));
+        let _ = executor.execute(move || guard.run(row, &handler));
     }
 }
