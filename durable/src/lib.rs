@@ -75,6 +75,8 @@
 //!   names its handler: `register_typed`, `schedule_typed`, `Job::typed`),
 //!   and JSON payloads (`Job::json`, `DurableScheduler::schedule_json`,
 //!   `JobContext::json`).
+//! * `sqlx`: scheduling in an application's sqlx transaction, PostgreSQL
+//!   or SQLite (`DurableScheduler::schedule_in_sqlx`; turns on both stores).
 //! * `tokio`: async handlers on a tokio runtime's handle
 //!   ([`DurableScheduler::register_async`] takes any [`Spawn`]; this
 //!   feature implements it for `tokio::runtime::Handle`).
@@ -111,6 +113,8 @@ pub use metrics::DurableMetrics;
 pub use schedule::Schedule;
 pub use scheduler::{DurableScheduler, JobInfo};
 pub use spawn::{AsyncHandler, HandlerFuture, Spawn, SpawnedFuture};
+#[cfg(feature = "sqlx")]
+pub use store::SqlxTransaction;
 pub use store::{AppTransaction, IfExists, JobState};
 #[cfg(feature = "serde")]
 pub use typed::JobArgs;

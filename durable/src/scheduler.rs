@@ -463,6 +463,42 @@ impl DurableScheduler {
         Ok(())
     }
 
+    /// [`schedule_in`](Self::schedule_in), in an sqlx transaction of the
+    /// application's (`sqlx::Transaction<'_, Postgres>` or
+    /// `sqlx::Transaction<'_, Sqlite>`, on the scheduler's store; feature
+    /// `sqlx`), awaited on the application's runtime.
+    ///
+    /// # Errors
+    ///
+    /// As for [`schedule_in`](Self::schedule_in).
+    ///
+    /// ```no_run
+    /// # async fn demo(jobs: &chronopool_durable::DurableScheduler, db: &sqlx::PgPool)
+    /// #     -> Result<(), Box<dyn std::error::Error>> {
+    /// use chronopool_durable::{Job, Schedule};
+    /// use std::time::Duration;
+    ///
+    /// let mut tx = db.begin().await?;
+    /// sqlx::query("INSERT INTO orders (id) VALUES (7)").execute(&mut *tx).await?;
+    /// let remind = Job::new("remind-7", "remind", "7", Schedule::After(Duration::from_secs(3 * 86_400)));
+    /// jobs.schedule_in_sqlx(&mut tx, [remind]).await?;
+    /// tx.commit().await?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "sqlx")]
+    pub async fn schedule_in_sqlx<T: crate::store::SqlxTransaction + ?Sized>(
+        &self,
+        tx: &mut T,
+        jobs: impl IntoIterator<Item = Job>,
+    ) -> Result<(), DurableError> {
+        let rows = new_jobs(jobs, self.shared.now_micros())?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        tx.upsert_jobs(Rows(&rows)).await?;
+        Ok(())
+    }
+
     /// Removes the job `key`; false if there was none. A run in progress
     /// finishes, and stores nothing.
     ///

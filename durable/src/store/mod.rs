@@ -58,6 +58,8 @@ use crate::error::StoreError;
 use crate::owner::Owner;
 use crate::time::Micros;
 
+#[cfg(feature = "sqlx")]
+pub use self::sqlx::SqlxTransaction;
 pub use app_transaction::AppTransaction;
 pub use if_exists::IfExists;
 
@@ -69,6 +71,8 @@ mod if_exists;
 pub(crate) mod postgres;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
+#[cfg(feature = "sqlx")]
+pub(crate) mod sqlx;
 
 /// The state of a stored job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -549,6 +549,17 @@ fn upsert_batch(
     tx: &mut postgres::Transaction<'_>,
     jobs: &[NewJob],
 ) -> Result<Vec<Stored>, postgres::Error> {
+    let mut stored = Vec::with_capacity(jobs.len());
+    for (mode, same_time, of_kind) in by_kind(jobs) {
+        stored.extend(upsert_kind(tx, &of_kind, mode, same_time)?);
+    }
+    Ok(stored)
+}
+
+/// `jobs` grouped for [`UPSERT`]: one group per `IfExists` and
+/// `same_time`, in the order of the batch, the later job of a key the only
+/// one sent.
+pub(crate) fn by_kind(jobs: &[NewJob]) -> Vec<(IfExists, bool, Vec<&NewJob>)> {
     let mut latest: HashMap<&str, usize> = HashMap::with_capacity(jobs.len());
     for (i, job) in jobs.iter().enumerate() {
         latest.insert(&job.key, i);
@@ -561,16 +572,17 @@ fn upsert_batch(
         .collect();
     kinds.sort_unstable_by_key(|&(mode, same)| (mode_name(mode), same));
     kinds.dedup();
-    let mut stored = Vec::with_capacity(kept.len());
-    for &(mode, same_time) in &kinds {
-        let of_kind: Vec<&NewJob> = kept
-            .iter()
-            .map(|&i| &jobs[i])
-            .filter(|j| j.if_exists == mode && j.same_time == same_time)
-            .collect();
-        stored.extend(upsert_kind(tx, &of_kind, mode, same_time)?);
-    }
-    Ok(stored)
+    kinds
+        .into_iter()
+        .map(|(mode, same_time)| {
+            let of_kind = kept
+                .iter()
+                .map(|&i| &jobs[i])
+                .filter(|j| j.if_exists == mode && j.same_time == same_time)
+                .collect();
+            (mode, same_time, of_kind)
+        })
+        .collect()
 }
 
 /// Jobs scheduled in the application's own transaction
@@ -589,7 +601,7 @@ impl Upsert for postgres::Transaction<'_> {
 }
 
 /// `mode`'s name in [`UPSERT`].
-fn mode_name(mode: IfExists) -> &'static str {
+pub(crate) fn mode_name(mode: IfExists) -> &'static str {
     match mode {
         IfExists::KeepSame => "keep_same",
         IfExists::KeepTime => "keep_time",
@@ -600,11 +612,12 @@ fn mode_name(mode: IfExists) -> &'static str {
 /// The upsert of a batch of one `IfExists` (`$8`) and one `same_time`
 /// (`$9`): SQLite's `UPSERT` (see there for what each mode does), over
 /// arrays. In `DO UPDATE`, `j` is the stored row, before the update.
-const UPSERT: &str = "
+pub(crate) const UPSERT: &str = "
     INSERT INTO chronopool_jobs AS j
         (key, name, payload, recurrence, next_fire, missed, catch_up, state, attempt)
-    SELECT *, 'scheduled', 0 FROM unnest($1::text[], $2::text[], $3::bytea[],
-        $4::text[], $5::timestamptz[], $6::text[], $7::bigint[])
+    SELECT k, n, p, r, timestamptz 'epoch' + f * interval '1 microsecond', m, c, 'scheduled', 0
+        FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::bigint[], $6::text[],
+                    $7::bigint[]) AS u(k, n, p, r, f, m, c)
     ON CONFLICT (key) DO UPDATE SET
         seq = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running') THEN j.seq
                    ELSE excluded.seq END,
@@ -652,7 +665,7 @@ fn upsert_kind(
     let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
     let payloads: Vec<&[u8]> = jobs.iter().map(|j| j.payload.as_slice()).collect();
     let recurrences: Vec<&str> = jobs.iter().map(|j| j.recurrence.as_str()).collect();
-    let fires: Vec<SystemTime> = jobs.iter().map(|j| at(j.next_fire)).collect();
+    let fires: Vec<Micros> = jobs.iter().map(|j| j.next_fire).collect();
     let missed: Vec<&str> = jobs.iter().map(|j| missed_name(j.missed)).collect();
     let catch_ups: Vec<Option<i64>> = jobs.iter().map(|j| j.catch_up).collect();
     let rows = tx.query(

@@ -75,7 +75,7 @@ const FENCED: &str = "key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running'
 /// and takes the payload; otherwise the row is replaced, except that a
 /// running one keeps its run (fence, lease, attempt) and is marked
 /// `replaced` (module doc of `store`).
-const UPSERT: &str = "
+pub(crate) const UPSERT: &str = "
     INSERT INTO chronopool_jobs
         (key, name, payload, recurrence, next_fire, state, attempt, missed, catch_up, seq)
     VALUES (?1, ?2, ?3, ?4, ?5, 'scheduled', 0, ?6, ?7, ?8)
@@ -359,11 +359,7 @@ fn upsert_rows(c: &Connection, jobs: &[NewJob]) -> rusqlite::Result<Vec<Stored>>
     let mut seq = draw_seq(c, jobs.len())?;
     for job in jobs {
         seq += 1;
-        let mode = match job.if_exists {
-            IfExists::KeepSame => "keep_same",
-            IfExists::KeepTime => "keep_time",
-            IfExists::Replace => "replace",
-        };
+        let mode = mode_name(job.if_exists);
         let params = params![
             job.key,
             job.name,
@@ -393,6 +389,15 @@ fn upsert_rows(c: &Connection, jobs: &[NewJob]) -> rusqlite::Result<Vec<Stored>>
         }
     }
     Ok(stored)
+}
+
+/// `mode`'s name in [`UPSERT`].
+pub(crate) fn mode_name(mode: IfExists) -> &'static str {
+    match mode {
+        IfExists::KeepSame => "keep_same",
+        IfExists::KeepTime => "keep_time",
+        IfExists::Replace => "replace",
+    }
 }
 
 /// Jobs scheduled in the application's own transaction on the file
@@ -492,9 +497,13 @@ fn finish_one(
 /// after the returned value are the caller's.
 fn draw_seq(c: &Connection, n: usize) -> rusqlite::Result<i64> {
     let n = i64::try_from(n).unwrap_or(i64::MAX);
-    c.prepare_cached("UPDATE chronopool_seq SET value = value + ?1 RETURNING value - ?1")?
+    c.prepare_cached(DRAW_SEQ)?
         .query_row(params![n], |r| r.get(0))
 }
+
+/// Draws `?1` sequence numbers: the ones after the value returned.
+pub(crate) const DRAW_SEQ: &str =
+    "UPDATE chronopool_seq SET value = value + ?1 RETURNING value - ?1";
 
 /// `names` as an array parameter (`rarray(?)`): one parameter, however
 /// many handlers there are (a parameter each would stop at SQLite's limit

@@ -1,0 +1,139 @@
+//! Jobs scheduled in an application's sqlx transaction
+//! (`schedule_in_sqlx`), on both stores, through sqlx pools of the
+//! application's on a tokio runtime: a rollback leaves no job and runs
+//! nothing; a commit runs the job after the commit, placed within seconds
+//! though the polls are a minute apart.
+
+mod common;
+mod stores;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chronopool_durable::{Config, Job, Schedule};
+use stores::{eventually, pool, real_config, Kind, Store, BOTH};
+
+fn slow_polls() -> Config {
+    let mut config = real_config();
+    config.window = Duration::from_secs(180);
+    config.poll_interval = Duration::from_secs(60);
+    config
+}
+
+fn remind(id: i64) -> Job {
+    Job::new(
+        format!("remind-{id}"),
+        "remind",
+        id.to_string(),
+        Schedule::After(Duration::ZERO),
+    )
+}
+
+/// sqlx's options for the test server's `key=value` parameters.
+fn pg_options(params: &str) -> sqlx::postgres::PgConnectOptions {
+    let mut options = sqlx::postgres::PgConnectOptions::new();
+    for pair in params.split_whitespace() {
+        let (key, value) = pair.split_once('=').unwrap();
+        options = match key {
+            "host" => options.host(value),
+            "port" => options.port(value.parse().unwrap()),
+            "user" => options.username(value),
+            "dbname" => options.database(value),
+            other => panic!("a parameter the test does not know: {other}"),
+        };
+    }
+    options
+}
+
+#[test]
+fn an_sqlx_rollback_leaves_no_job_and_a_commit_runs_it_after_the_commit() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(2);
+        let jobs = store.open(&pool, slow_polls());
+        let runs = Arc::new(Mutex::new(Vec::new()));
+        let r = runs.clone();
+        jobs.register("remind", move |job| {
+            r.lock()
+                .unwrap()
+                .push((job.payload().to_vec(), Instant::now()));
+            Ok(())
+        });
+        jobs.start().unwrap();
+        let committed = rt.block_on(async {
+            match kind {
+                Kind::Postgres => {
+                    let db =
+                        sqlx::PgPool::connect_with(pg_options(store.params.as_deref().unwrap()))
+                            .await
+                            .unwrap();
+                    sqlx::query("CREATE TABLE orders (id bigint PRIMARY KEY)")
+                        .execute(&db)
+                        .await
+                        .unwrap();
+                    let mut tx = db.begin().await.unwrap();
+                    sqlx::query("INSERT INTO orders (id) VALUES (1)")
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                    jobs.schedule_in_sqlx(&mut tx, [remind(1)]).await.unwrap();
+                    tx.rollback().await.unwrap();
+                    let mut tx = db.begin().await.unwrap();
+                    sqlx::query("INSERT INTO orders (id) VALUES (2)")
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                    jobs.schedule_in_sqlx(&mut tx, [remind(2)]).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(400)).await;
+                    tx.commit().await.unwrap();
+                    Instant::now()
+                }
+                Kind::Sqlite => {
+                    let url = format!("sqlite://{}", store.path().display());
+                    let db = sqlx::SqlitePool::connect(&url).await.unwrap();
+                    sqlx::query("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+                        .execute(&db)
+                        .await
+                        .unwrap();
+                    let mut tx = db.begin().await.unwrap();
+                    sqlx::query("INSERT INTO orders (id) VALUES (1)")
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                    jobs.schedule_in_sqlx(&mut tx, [remind(1)]).await.unwrap();
+                    tx.rollback().await.unwrap();
+                    let mut tx = db.begin().await.unwrap();
+                    sqlx::query("INSERT INTO orders (id) VALUES (2)")
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                    jobs.schedule_in_sqlx(&mut tx, [remind(2)]).await.unwrap();
+                    tokio::time::sleep(Duration::from_millis(400)).await;
+                    tx.commit().await.unwrap();
+                    Instant::now()
+                }
+            }
+        });
+        assert!(
+            jobs.job("remind-1").unwrap().is_none(),
+            "{kind:?}: rolled back"
+        );
+        eventually("the committed job runs", || {
+            !runs.lock().unwrap().is_empty()
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let runs = runs.lock().unwrap();
+        assert_eq!(runs.len(), 1, "{kind:?}: only the committed one");
+        assert_eq!(runs[0].0, b"2");
+        assert!(
+            runs[0].1 + Duration::from_millis(5) >= committed,
+            "{kind:?}: before its commit"
+        );
+        let after = runs[0].1.saturating_duration_since(committed);
+        assert!(
+            after < Duration::from_secs(10),
+            "{kind:?}: placed by a poll, {after:?} later"
+        );
+    }
+}
