@@ -159,7 +159,14 @@ impl Recurrence {
     /// The inverse of [`encode`](Self::encode).
     pub(crate) fn decode(text: &str) -> Result<Recurrence, DurableError> {
         let bad = || DurableError::Schedule(format!("a stored schedule it cannot read: {text:?}"));
-        if text == "once" {
+        // A one-shot at a wall time keeps its time in its text (`once at
+        // <µs>`), so that scheduling the same one again is seen as the same
+        // job whatever its next fire time became (a retry's, say).
+        if text == "once"
+            || text
+                .strip_prefix("once at ")
+                .is_some_and(|t| t.parse::<i64>().is_ok())
+        {
             return Ok(Recurrence::Once);
         }
         if let Some(period) = text.strip_prefix("every ") {

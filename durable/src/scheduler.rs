@@ -182,7 +182,9 @@ impl DurableScheduler {
     /// otherwise: the run holds its claim and lease until the future
     /// completes, its output is the run's outcome, and a panic while it is
     /// polled, or the future dropped unfinished (its runtime shut down, or
-    /// cancelled it), is a failed attempt, retried after the back-off.
+    /// cancelled it), is a failed attempt, retried after the back-off. An
+    /// async run counts against [`Config::concurrency`] as a synchronous
+    /// one does, until its future completes.
     ///
     /// ```no_run
     /// # #[cfg(feature = "tokio")]
@@ -593,12 +595,16 @@ fn new_jobs(
                 key: job.key,
                 name: job.name,
                 payload: job.payload,
-                recurrence: recurrence.encode(),
+                // A one-shot at a wall time keeps that time in its text
+                // (`Recurrence::decode`): `IfExists::KeepSame` compares it.
+                recurrence: match job.schedule {
+                    Schedule::At(_) => format!("once at {first}"),
+                    _ => recurrence.encode(),
+                },
                 next_fire: first,
                 missed: job.missed,
                 catch_up,
                 if_exists: job.if_exists,
-                same_time: matches!(job.schedule, Schedule::At(_)),
             })
         })
         .collect()

@@ -183,7 +183,13 @@ impl PollLoop {
             .min()
             .map(|&since| since + REAP_CONFIRM);
         let conn = self.conn()?;
-        // Read first: what is scheduled during the poll is fresh.
+        // Read first: what is scheduled during the poll is fresh. And on
+        // SQLite, what commits after this look at the file's change
+        // counter brings a fresh poll (what committed before it, this poll
+        // sees): without it, a commit between the poll and the loop's
+        // first look, which only takes the counter's value, waited for the
+        // next full poll.
+        conn.changed()?;
         let seen = conn.last_seq()?;
         let window = time::duration_micros_saturating(config.window);
         let wait = time::duration_micros_saturating(config.unhandled_wait);

@@ -101,10 +101,11 @@ impl RunGuard {
             JobError::retry("the run's future was dropped before it completed"),
         ));
         let run = AsyncRun {
-            future,
+            future: Some(future),
             guard: Some(self),
             row,
             started,
+            polled: false,
         };
         // A spawner that panics drops the run as it unwinds: its guard
         // reports the failed attempt.
@@ -163,14 +164,34 @@ fn panicked(payload: Box<dyn std::any::Any + Send>) -> JobError {
 }
 
 /// An async handler's run, as its runtime polls it: the handler's future,
-/// then the outcome reported through the guard. The future is declared
-/// first, so that it is dropped first: if its drop panics, the guard's
-/// drop still reports the run as it unwinds.
+/// then the outcome reported through the guard. Dropped unfinished, it
+/// drops the future (user code: a panic of its drop is caught) and reports
+/// a failed attempt, its back-off counted from then.
 struct AsyncRun {
-    future: HandlerFuture,
+    future: Option<HandlerFuture>,
     guard: Option<RunGuard>,
     row: Arc<Row>,
     started: Instant,
+    /// The runtime polled it at least once.
+    polled: bool,
+}
+
+impl Drop for AsyncRun {
+    fn drop(&mut self) {
+        let Some(mut guard) = self.guard.take() else {
+            return;
+        };
+        let future = self.future.take();
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(future)));
+        let why = if self.polled {
+            "the run's future was dropped before it completed (its runtime cancelled it)"
+        } else {
+            "the run's future was dropped before it completed, never polled (its runtime shut down)"
+        };
+        let now = guard.shared.now_micros();
+        let finish = failed(&guard.shared, &self.row, now, JobError::retry(why));
+        guard.complete(finish, Some(self.started.elapsed()), false);
+    }
 }
 
 impl Future for AsyncRun {
@@ -178,14 +199,19 @@ impl Future for AsyncRun {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = &mut *self;
-        if this.guard.is_none() {
+        let (Some(future), Some(_)) = (this.future.as_mut(), this.guard.as_ref()) else {
             return Poll::Ready(());
-        }
-        let outcome = match catch_unwind(AssertUnwindSafe(|| this.future.as_mut().poll(cx))) {
+        };
+        this.polled = true;
+        let outcome = match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(outcome)) => outcome,
             Err(payload) => Err(panicked(payload)),
         };
+        // Done with: dropped now (user code, its panic caught), before the
+        // outcome is reported.
+        let done = this.future.take();
+        let _ = catch_unwind(AssertUnwindSafe(|| drop(done)));
         if let Some(mut guard) = this.guard.take() {
             let finish = finish_of(&guard.shared, &this.row, outcome);
             guard.complete(finish, Some(this.started.elapsed()), false);

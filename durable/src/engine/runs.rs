@@ -600,7 +600,7 @@ impl RunLoop {
             if held {
                 renewed += 1;
             } else if let Some(h) = self.held.get_mut(fence) {
-                // Taken over, scheduled again or cancelled: its end will
+                // Taken over or cancelled: its end will
                 // find the fence gone.
                 h.renew = false;
             }

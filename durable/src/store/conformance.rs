@@ -24,7 +24,6 @@ fn job(key: &str, name: &str, next_fire: Micros) -> NewJob {
         missed: MissedRuns::Skip,
         catch_up: None,
         if_exists: IfExists::Replace,
-        same_time: true,
     }
 }
 
@@ -41,7 +40,6 @@ fn job_if(key: &str, next_fire: Micros, payload: &[u8], mode: IfExists) -> NewJo
 fn every_hour(key: &str, next_fire: Micros, mode: IfExists) -> NewJob {
     NewJob {
         recurrence: "every 3600000000us".into(),
-        same_time: false,
         ..job_if(key, next_fire, &[1, 2, 3], mode)
     }
 }
@@ -239,13 +237,19 @@ pub(crate) fn upserts_keep_the_same_job_keep_its_time_or_replace_it(conn: &mut d
         .upsert(&[job_if("once", T0, &[1], IfExists::KeepSame)])
         .unwrap();
     assert!(stored.is_empty(), "kept: {stored:?}");
-    // Another time, or another payload: replaced.
-    let stored = conn
-        .upsert(&[job_if("once", T0 + S, &[1], IfExists::KeepSame)])
-        .unwrap();
+    // A one-shot at another wall time (its time is in its text), or with
+    // another payload: replaced.
+    let later = NewJob {
+        recurrence: format!("once at {}", T0 + S),
+        ..job_if("once", T0 + S, &[1], IfExists::KeepSame)
+    };
+    let stored = conn.upsert(std::slice::from_ref(&later)).unwrap();
     assert_eq!(stored[0].next_fire, T0 + S);
-    conn.upsert(&[job_if("once", T0 + S, &[2], IfExists::KeepSame)])
-        .unwrap();
+    conn.upsert(&[NewJob {
+        payload: vec![2],
+        ..later.clone()
+    }])
+    .unwrap();
     assert_eq!(conn.get("once").unwrap().unwrap().payload, vec![2]);
     assert!(conn.last_seq().unwrap() > seq);
     // A recurring job at every start: its rule is the same, its next run
@@ -484,10 +488,74 @@ pub(crate) fn due_lists_this_schedulers_jobs_first(conn: &mut dyn Conn) {
 }
 
 /// Every conformance check, each on a fresh store from `fresh`.
+/// What the review of the first version found: a running one-shot
+/// debounced runs again with its new payload; one key twice in a batch
+/// stores the later job alone, whatever the modes, on every store; a claim
+/// sent again does not take a job replaced meanwhile; a one-shot at a wall
+/// time that is being retried is the same job when scheduled again.
+pub(crate) fn if_exists_edges_hold(conn: &mut dyn Conn) {
+    let a = Owner::new(None);
+    // A running one-shot, debounced: its run has the old payload, so it
+    // runs again after it, at once, with the new one.
+    conn.upsert(&[job_if("digest", T0, b"3", IfExists::KeepTime)])
+        .unwrap();
+    claim(conn, &a, &["digest"], 1, T0);
+    conn.upsert(&[job_if("digest", T0 + 60 * S, b"4", IfExists::KeepTime)])
+        .unwrap();
+    assert!(end(conn, &a, "digest", 1, DONE), "the run ends");
+    let row = conn.get("digest").unwrap().unwrap();
+    assert_eq!(
+        (row.state, row.next_fire, row.payload),
+        (JobState::Scheduled, T0, b"4".to_vec()),
+        "not deleted with the old run: due again at its time"
+    );
+    // One key twice in a batch: the later job alone, against the stored
+    // row (here the stored time is kept: the later job keeps it).
+    conn.upsert(&[
+        job_if("twice", T0 + 5 * S, b"A", IfExists::Replace),
+        job_if("twice", T0 + 9 * S, b"B", IfExists::KeepTime),
+    ])
+    .unwrap();
+    conn.upsert(&[
+        job_if("twice", T0 + 5 * S, b"C", IfExists::Replace),
+        job_if("twice", T0 + 9 * S, b"D", IfExists::KeepTime),
+    ])
+    .unwrap();
+    let row = conn.get("twice").unwrap().unwrap();
+    assert_eq!((row.next_fire, row.payload), (T0 + 9 * S, b"D".to_vec()));
+    // A claim sent again after its job was replaced: not that claim's.
+    conn.upsert(&[job("resent", "work", T0)]).unwrap();
+    assert_eq!(claim(conn, &a, &["resent"], 7, T0).claimed.len(), 1);
+    conn.upsert(&[job("resent", "work", T0 + 3600 * S)])
+        .unwrap();
+    assert!(
+        claim(conn, &a, &["resent"], 7, T0).claimed.is_empty(),
+        "the new job waits for its time"
+    );
+    // A one-shot at a wall time, failing and retried, scheduled again as
+    // it was: the same job, its retry kept.
+    let at = NewJob {
+        recurrence: format!("once at {T0}"),
+        ..job_if("at", T0, b"x", IfExists::KeepSame)
+    };
+    conn.upsert(std::slice::from_ref(&at)).unwrap();
+    claim(conn, &a, &["at"], 8, T0);
+    let retry = Finish::Retry {
+        next_fire: T0 + 30 * S,
+        error: "down".into(),
+        uncount: false,
+    };
+    assert!(end(conn, &a, "at", 8, retry));
+    assert!(conn.upsert(&[at]).unwrap().is_empty(), "kept");
+    let row = conn.get("at").unwrap().unwrap();
+    assert_eq!((row.attempt, row.next_fire), (1, T0 + 30 * S));
+}
+
 pub(crate) fn all(mut fresh: impl FnMut() -> Box<dyn Conn>) {
     one_claim_wins_and_only_the_fence_holder_finishes(&mut *fresh());
     a_job_replaced_under_a_run_keeps_the_run_and_a_cancel_fences_it(&mut *fresh());
     upserts_keep_the_same_job_keep_its_time_or_replace_it(&mut *fresh());
+    if_exists_edges_hold(&mut *fresh());
     claims_are_idempotent_and_releases_uncount(&mut *fresh());
     finishes_move_the_row_as_the_protocol_says(&mut *fresh());
     due_lists_this_schedulers_jobs_first(&mut *fresh());

@@ -20,7 +20,9 @@
 //!   (128 random bits drawn when it was made) and a run number unique to
 //!   that owner. The attempt count goes up by one. A claim sent again with
 //!   the same fence (its reply was lost) returns the rows it claimed the
-//!   first time, without counting them twice.
+//!   first time, without counting them twice, unless a row was replaced
+//!   meanwhile: the new job is not that claim's, and waits until the
+//!   claim's lease ends and its own time comes.
 //! * **Renew** extends the lease of a run, only if the row still carries
 //!   its fence: a lease that was taken over is never extended.
 //! * **Finish** ends a run, only if the row still carries its fence: it
@@ -152,10 +154,20 @@ pub(crate) struct NewJob {
     pub(crate) catch_up: Option<Micros>,
     /// What to do if the key is stored.
     pub(crate) if_exists: IfExists,
-    /// For [`IfExists::KeepSame`]: the stored job is the same only if it
-    /// fires at `next_fire` too (a one-shot at a given time), not only by
-    /// its recurrence.
-    pub(crate) same_time: bool,
+}
+
+/// The jobs of a batch to upsert, in its order, each key once: of two jobs
+/// with one key, the later is the one stored, the earlier ignored (on
+/// every store alike, whatever their [`IfExists`]).
+pub(crate) fn latest_per_key(jobs: &[NewJob]) -> Vec<&NewJob> {
+    let mut latest: std::collections::HashMap<&str, usize> =
+        std::collections::HashMap::with_capacity(jobs.len());
+    for (i, job) in jobs.iter().enumerate() {
+        latest.insert(&job.key, i);
+    }
+    let mut kept: Vec<usize> = latest.into_values().collect();
+    kept.sort_unstable();
+    kept.into_iter().map(|i| &jobs[i]).collect()
 }
 
 /// A job an upsert stored (inserted, replaced or updated), as it now is;

@@ -46,7 +46,7 @@ fn sqlx_error(e: sqlx::Error) -> StoreError {
 impl AsyncUpsert for sqlx::Transaction<'_, sqlx::Postgres> {
     fn upsert_jobs<'a>(&'a mut self, jobs: Rows<'a>) -> UpsertFuture<'a> {
         Box::pin(async move {
-            for (mode, same_time, of_kind) in postgres::by_kind(jobs.0) {
+            for (mode, of_kind) in postgres::by_kind(jobs.0) {
                 let column = |f: fn(&NewJob) -> String| -> Vec<String> {
                     of_kind.iter().map(|j| f(j)).collect()
                 };
@@ -62,7 +62,6 @@ impl AsyncUpsert for sqlx::Transaction<'_, sqlx::Postgres> {
                     .bind(column(|j| missed_name(j.missed).to_owned()))
                     .bind(catch_ups)
                     .bind(postgres::mode_name(mode))
-                    .bind(same_time)
                     .execute(&mut **self)
                     .await
                     .map_err(sqlx_error)?;
@@ -82,13 +81,14 @@ impl AsyncUpsert for sqlx::Transaction<'_, sqlx::Postgres> {
 impl AsyncUpsert for sqlx::Transaction<'_, sqlx::Sqlite> {
     fn upsert_jobs<'a>(&'a mut self, jobs: Rows<'a>) -> UpsertFuture<'a> {
         Box::pin(async move {
-            let n = i64::try_from(jobs.0.len()).unwrap_or(i64::MAX);
+            let jobs = super::latest_per_key(jobs.0);
+            let n = i64::try_from(jobs.len()).unwrap_or(i64::MAX);
             let mut seq: i64 = sqlx::query_scalar(sqlite::DRAW_SEQ)
                 .bind(n)
                 .fetch_one(&mut **self)
                 .await
                 .map_err(sqlx_error)?;
-            for job in jobs.0 {
+            for job in jobs {
                 seq += 1;
                 sqlx::query(sqlite::UPSERT)
                     .bind(&job.key)
@@ -100,7 +100,6 @@ impl AsyncUpsert for sqlx::Transaction<'_, sqlx::Sqlite> {
                     .bind(job.catch_up)
                     .bind(seq)
                     .bind(sqlite::mode_name(job.if_exists))
-                    .bind(job.same_time)
                     .execute(&mut **self)
                     .await
                     .map_err(sqlx_error)?;

@@ -550,37 +550,28 @@ fn upsert_batch(
     jobs: &[NewJob],
 ) -> Result<Vec<Stored>, postgres::Error> {
     let mut stored = Vec::with_capacity(jobs.len());
-    for (mode, same_time, of_kind) in by_kind(jobs) {
-        stored.extend(upsert_kind(tx, &of_kind, mode, same_time)?);
+    for (mode, of_kind) in by_kind(jobs) {
+        stored.extend(upsert_kind(tx, &of_kind, mode)?);
     }
     Ok(stored)
 }
 
-/// `jobs` grouped for [`UPSERT`]: one group per `IfExists` and
-/// `same_time`, in the order of the batch, the later job of a key the only
-/// one sent.
-pub(crate) fn by_kind(jobs: &[NewJob]) -> Vec<(IfExists, bool, Vec<&NewJob>)> {
-    let mut latest: HashMap<&str, usize> = HashMap::with_capacity(jobs.len());
-    for (i, job) in jobs.iter().enumerate() {
-        latest.insert(&job.key, i);
-    }
-    let mut kept: Vec<usize> = latest.into_values().collect();
-    kept.sort_unstable();
-    let mut kinds: Vec<(IfExists, bool)> = kept
-        .iter()
-        .map(|&i| (jobs[i].if_exists, jobs[i].same_time))
-        .collect();
-    kinds.sort_unstable_by_key(|&(mode, same)| (mode_name(mode), same));
+/// `jobs` grouped for [`UPSERT`], one group per `IfExists`, each key once
+/// (`latest_per_key`).
+pub(crate) fn by_kind(jobs: &[NewJob]) -> Vec<(IfExists, Vec<&NewJob>)> {
+    let jobs = super::latest_per_key(jobs);
+    let mut kinds: Vec<IfExists> = jobs.iter().map(|j| j.if_exists).collect();
+    kinds.sort_unstable_by_key(|&mode| mode_name(mode));
     kinds.dedup();
     kinds
         .into_iter()
-        .map(|(mode, same_time)| {
-            let of_kind = kept
+        .map(|mode| {
+            let of_kind = jobs
                 .iter()
-                .map(|&i| &jobs[i])
-                .filter(|j| j.if_exists == mode && j.same_time == same_time)
+                .copied()
+                .filter(|j| j.if_exists == mode)
                 .collect();
-            (mode, same_time, of_kind)
+            (mode, of_kind)
         })
         .collect()
 }
@@ -609,13 +600,18 @@ pub(crate) fn mode_name(mode: IfExists) -> &'static str {
     }
 }
 
-/// The upsert of a batch of one `IfExists` (`$8`) and one `same_time`
-/// (`$9`): SQLite's `UPSERT` (see there for what each mode does), over
-/// arrays. In `DO UPDATE`, `j` is the stored row, before the update.
+/// The upsert of a batch of one `IfExists` (`$8`): SQLite's `UPSERT` (see
+/// there for what each mode does), over arrays. In `DO UPDATE`, `j` is the
+/// stored row, before the update. A fire time comes as microseconds,
+/// made a `timestamptz` by whole seconds and the rest (one product by a
+/// float of 2^53 µs and more would round).
 pub(crate) const UPSERT: &str = "
     INSERT INTO chronopool_jobs AS j
         (key, name, payload, recurrence, next_fire, missed, catch_up, state, attempt)
-    SELECT k, n, p, r, timestamptz 'epoch' + f * interval '1 microsecond', m, c, 'scheduled', 0
+    SELECT k, n, p, r,
+           timestamptz 'epoch' + (f / 1000000) * interval '1 second'
+               + (f % 1000000) * interval '1 microsecond',
+           m, c, 'scheduled', 0
         FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::bigint[], $6::text[],
                     $7::bigint[]) AS u(k, n, p, r, f, m, c)
     ON CONFLICT (key) DO UPDATE SET
@@ -633,7 +629,8 @@ pub(crate) const UPSERT: &str = "
         catch_up = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running')
                         THEN j.catch_up ELSE excluded.catch_up END,
         replaced = CASE WHEN j.state <> 'running' THEN false
-                        WHEN $8 = 'keep_time' THEN j.replaced ELSE true END,
+                        WHEN $8 = 'keep_time' AND j.recurrence NOT LIKE 'once%' THEN j.replaced
+                        ELSE true END,
         attempt = CASE WHEN j.state = 'running'
                          OR ($8 = 'keep_time' AND j.state = 'scheduled') THEN j.attempt
                        ELSE 0 END,
@@ -650,8 +647,7 @@ pub(crate) const UPSERT: &str = "
     WHERE NOT ($8 = 'keep_same' AND j.state IN ('scheduled', 'running')
                AND j.name = excluded.name AND j.payload = excluded.payload
                AND j.recurrence = excluded.recurrence AND j.missed = excluded.missed
-               AND j.catch_up IS NOT DISTINCT FROM excluded.catch_up
-               AND (NOT $9 OR j.next_fire = excluded.next_fire))
+               AND j.catch_up IS NOT DISTINCT FROM excluded.catch_up)
     RETURNING j.key, j.name, j.next_fire, j.state";
 
 /// The upsert of `jobs`, all of one kind (`UPSERT`).
@@ -659,7 +655,6 @@ fn upsert_kind(
     tx: &mut postgres::Transaction<'_>,
     jobs: &[&NewJob],
     mode: IfExists,
-    same_time: bool,
 ) -> Result<Vec<Stored>, postgres::Error> {
     let keys: Vec<&str> = jobs.iter().map(|j| j.key.as_str()).collect();
     let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
@@ -679,7 +674,6 @@ fn upsert_kind(
             &missed,
             &catch_ups,
             &mode_name(mode),
-            &same_time,
         ],
     )?;
     rows.iter()
@@ -722,7 +716,8 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
                                WHEN 'scheduled' THEN c.next_fire <= $7
                                WHEN 'running' THEN (c.lease_until < $7
                                                     AND (NOT c.replaced OR c.next_fire <= $7))
-                                                   OR (c.owner = $2 AND c.run = $3)
+                                                   OR (c.owner = $2 AND c.run = $3
+                                                       AND NOT c.replaced)
                                ELSE false END
                      FOR UPDATE OF c SKIP LOCKED)
                  RETURNING {COLUMNS}"

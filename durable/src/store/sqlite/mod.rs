@@ -67,14 +67,16 @@ const COLUMNS: &str = "key, name, payload, recurrence, next_fire, state, attempt
 const FENCED: &str = "key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running'";
 
 /// One job's upsert (`Conn::upsert`): ?9 is its `IfExists` (`keep_same`,
-/// `keep_time` or `replace`), ?10 whether `keep_same` compares the time.
+/// `keep_time` or `replace`).
 /// In `DO UPDATE`, a bare column is the stored row's, before the update.
 /// A stored row is *live* when it is scheduled or running. `keep_same`
 /// leaves a live row that is the same job untouched (the `WHERE`: nothing
 /// is returned); `keep_time` keeps a live row's time, schedule and handler
-/// and takes the payload; otherwise the row is replaced, except that a
-/// running one keeps its run (fence, lease, attempt) and is marked
-/// `replaced` (module doc of `store`).
+/// and takes the payload (a running one-shot is marked `replaced` too:
+/// its run has the old payload, so the job runs again, at once, after it);
+/// otherwise the row is replaced, except that a running one keeps its run
+/// (fence, lease, attempt) and is marked `replaced` (module doc of
+/// `store`).
 pub(crate) const UPSERT: &str = "
     INSERT INTO chronopool_jobs
         (key, name, payload, recurrence, next_fire, state, attempt, missed, catch_up, seq)
@@ -94,7 +96,8 @@ pub(crate) const UPSERT: &str = "
         catch_up = CASE WHEN ?9 = 'keep_time' AND state IN ('scheduled', 'running')
                         THEN catch_up ELSE excluded.catch_up END,
         replaced = CASE WHEN state <> 'running' THEN 0
-                        WHEN ?9 = 'keep_time' THEN replaced ELSE 1 END,
+                        WHEN ?9 = 'keep_time' AND recurrence NOT LIKE 'once%' THEN replaced
+                        ELSE 1 END,
         attempt = CASE WHEN state = 'running'
                          OR (?9 = 'keep_time' AND state = 'scheduled') THEN attempt
                        ELSE 0 END,
@@ -111,8 +114,7 @@ pub(crate) const UPSERT: &str = "
     WHERE NOT (?9 = 'keep_same' AND state IN ('scheduled', 'running')
                AND name = excluded.name AND payload = excluded.payload
                AND recurrence = excluded.recurrence AND missed = excluded.missed
-               AND catch_up IS excluded.catch_up
-               AND (NOT ?10 OR next_fire = excluded.next_fire))
+               AND catch_up IS excluded.catch_up)
     RETURNING key, name, next_fire, state";
 
 /// Durable jobs in a SQLite file.
@@ -354,6 +356,7 @@ struct SqliteConn {
 /// The upsert of `jobs` (`Conn::upsert`), in the caller's transaction:
 /// the jobs stored, as they now are.
 fn upsert_rows(c: &Connection, jobs: &[NewJob]) -> rusqlite::Result<Vec<Stored>> {
+    let jobs = super::latest_per_key(jobs);
     let mut stored = Vec::with_capacity(jobs.len());
     let mut statement = c.prepare_cached(UPSERT)?;
     let mut seq = draw_seq(c, jobs.len())?;
@@ -370,7 +373,6 @@ fn upsert_rows(c: &Connection, jobs: &[NewJob]) -> rusqlite::Result<Vec<Stored>>
             job.catch_up,
             seq,
             mode,
-            job.same_time,
         ];
         let row = statement
             .query_row(params, |r| {
@@ -382,11 +384,7 @@ fn upsert_rows(c: &Connection, jobs: &[NewJob]) -> rusqlite::Result<Vec<Stored>>
                 })
             })
             .optional()?;
-        if let Some(row) = row {
-            // Of two jobs with one key, the later is the one stored.
-            stored.retain(|s: &Stored| s.key != row.key);
-            stored.push(row);
-        }
+        stored.extend(row);
     }
     Ok(stored)
 }
@@ -566,7 +564,7 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
                AND ((state = 'scheduled' AND next_fire <= ?7)
                     OR (state = 'running' AND lease_until < ?7
                         AND (replaced = 0 OR next_fire <= ?7))
-                    OR (state = 'running' AND owner = ?2 AND run = ?3))
+                    OR (state = 'running' AND owner = ?2 AND run = ?3 AND replaced = 0))
              RETURNING {COLUMNS}"
         ))?;
         for (key, handler) in claim.keys.iter().zip(claim.names) {

@@ -71,7 +71,6 @@ fn the_schema_survives_a_reopen_and_refuses_a_newer_one() {
         missed: MissedRuns::Skip,
         catch_up: None,
         if_exists: IfExists::Replace,
-        same_time: true,
     }])
     .unwrap();
     drop(conn);
@@ -128,7 +127,6 @@ fn the_files_are_readable_by_their_owner_only() {
         missed: MissedRuns::Skip,
         catch_up: None,
         if_exists: IfExists::Replace,
-        same_time: true,
     }])
     .unwrap();
     for suffix in ["", "-wal", "-shm"] {
