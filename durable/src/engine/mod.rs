@@ -207,7 +207,8 @@ impl Shared {
         let window = time::duration_micros_saturating(self.config.window);
         let near = fire <= time::add(now, window);
         if near && self.started.load(Ordering::SeqCst) && self.handler(name).is_some() {
-            self.placements.place(self, key, name, fire, false);
+            let stamp = self.placements.stamp();
+            self.placements.place(self, key, name, fire, false, stamp);
         }
     }
 

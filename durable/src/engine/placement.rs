@@ -7,6 +7,14 @@
 //! twice. Placing a job again at another time cancels the task placed for
 //! the old one.
 //!
+//! Each placement carries a *stamp*: when what it knows was read. A
+//! schedule's and a finished run's placements are stamped after their
+//! commit; a poll's with the stamp it took before it read the store. A
+//! placement never replaces one with a later stamp: a poll that read a job
+//! before it was scheduled again would otherwise put back its old time over
+//! the new one (the old time falls due, its claim finds the job not due,
+//! and the job waits for the next full poll).
+//!
 //! A poll that finds a full batch cannot place the rest of what is due; it
 //! asks for a *follow-up*, which the run loop sends as soon as half of the
 //! batch has been dealt with (so catching up after downtime runs as fast as
@@ -14,7 +22,7 @@
 //! carries a `Busy` of the executor like every message from a task.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chronopool::ScheduledHandle;
@@ -28,6 +36,8 @@ pub(crate) struct Placements {
     /// A poll found a full batch: poll again once half of it is dealt with.
     follow_up: AtomicBool,
     batch: usize,
+    /// The last stamp drawn (module doc).
+    stamps: AtomicU64,
 }
 
 struct Placed {
@@ -35,6 +45,8 @@ struct Placed {
     /// The timer task, to cancel when the job is placed elsewhere or the
     /// scheduler stops (`None` until it is scheduled).
     task: Option<ScheduledHandle<()>>,
+    /// When what placed it was read (module doc).
+    stamp: u64,
 }
 
 impl Placements {
@@ -43,6 +55,7 @@ impl Placements {
             placed: Mutex::default(),
             follow_up: AtomicBool::new(false),
             batch,
+            stamps: AtomicU64::new(0),
         }
     }
 
@@ -50,9 +63,16 @@ impl Placements {
         self.placed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A stamp for what is read (or was committed) from now on (module
+    /// doc): later than every stamp drawn before.
+    pub(crate) fn stamp(&self) -> u64 {
+        self.stamps.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
     /// Places the job `key` of the handler `name` in the executor's timer
-    /// at `fire`, unless it is placed for that time already. `expired`: it
-    /// is a run whose lease ends then, to take over.
+    /// at `fire`, unless it is placed for that time already, or by what
+    /// was read later than `stamp` (module doc). `expired`: it is a run
+    /// whose lease ends then, to take over.
     pub(crate) fn place(
         &self,
         shared: &Arc<Shared>,
@@ -60,13 +80,22 @@ impl Placements {
         name: &str,
         fire: Micros,
         expired: bool,
+        stamp: u64,
     ) {
         let old = {
             let mut placed = self.placed();
-            if placed.get(key).is_some_and(|p| p.fire == fire) {
+            if placed
+                .get(key)
+                .is_some_and(|p| p.fire == fire || p.stamp > stamp)
+            {
                 return;
             }
-            placed.insert(key.to_owned(), Placed { fire, task: None })
+            let new = Placed {
+                fire,
+                task: None,
+                stamp,
+            };
+            placed.insert(key.to_owned(), new)
         };
         if let Some(task) = old.and_then(|p| p.task) {
             task.cancel();

@@ -190,6 +190,7 @@ impl PollLoop {
         // first look, which only takes the counter's value, waited for the
         // next full poll.
         conn.changed()?;
+        let stamp = shared.placements.stamp();
         let seen = conn.last_seq()?;
         let window = time::duration_micros_saturating(config.window);
         let wait = time::duration_micros_saturating(config.unhandled_wait);
@@ -208,7 +209,7 @@ impl PollLoop {
         for d in due {
             shared
                 .placements
-                .place(&shared, &d.key, &d.name, d.fire, d.expired);
+                .place(&shared, &d.key, &d.name, d.fire, d.expired, stamp);
         }
         let done_before = now.saturating_sub(time::duration_micros_saturating(config.keep_done));
         let dead_before = now.saturating_sub(time::duration_micros_saturating(config.keep_dead));
@@ -232,12 +233,13 @@ impl PollLoop {
                 shared.now_micros(),
                 time::duration_micros_saturating(config.window),
             );
+            let stamp = shared.placements.stamp();
             let (due, last) = self.conn()?.fresh(seen, until, &names, config.batch)?;
             let full = due.len() >= config.batch;
             for d in due {
                 shared
                     .placements
-                    .place(&shared, &d.key, &d.name, d.fire, false);
+                    .place(&shared, &d.key, &d.name, d.fire, false, stamp);
             }
             seen = last;
             self.seen = Some(seen);

@@ -61,3 +61,14 @@ pub enum IfExists {
     /// it ends.
     Replace,
 }
+
+impl IfExists {
+    /// Its name in the stores' upsert statements.
+    pub(crate) fn sql_name(self) -> &'static str {
+        match self {
+            IfExists::KeepSame => "keep_same",
+            IfExists::KeepTime => "keep_time",
+            IfExists::Replace => "replace",
+        }
+    }
+}

@@ -61,7 +61,7 @@ impl AsyncUpsert for sqlx::Transaction<'_, sqlx::Postgres> {
                     .bind(fires)
                     .bind(column(|j| missed_name(j.missed).to_owned()))
                     .bind(catch_ups)
-                    .bind(postgres::mode_name(mode))
+                    .bind(mode.sql_name())
                     .execute(&mut **self)
                     .await
                     .map_err(sqlx_error)?;
@@ -99,7 +99,7 @@ impl AsyncUpsert for sqlx::Transaction<'_, sqlx::Sqlite> {
                     .bind(missed_name(job.missed))
                     .bind(job.catch_up)
                     .bind(seq)
-                    .bind(sqlite::mode_name(job.if_exists))
+                    .bind(job.if_exists.sql_name())
                     .execute(&mut **self)
                     .await
                     .map_err(sqlx_error)?;

@@ -561,7 +561,7 @@ fn upsert_batch(
 pub(crate) fn by_kind(jobs: &[NewJob]) -> Vec<(IfExists, Vec<&NewJob>)> {
     let jobs = super::latest_per_key(jobs);
     let mut kinds: Vec<IfExists> = jobs.iter().map(|j| j.if_exists).collect();
-    kinds.sort_unstable_by_key(|&mode| mode_name(mode));
+    kinds.sort_unstable_by_key(|&mode| mode.sql_name());
     kinds.dedup();
     kinds
         .into_iter()
@@ -588,15 +588,6 @@ impl Upsert for postgres::Transaction<'_> {
         self.execute("SELECT pg_notify('chronopool_jobs', $1)", &[&POLL_NOTICE])
             .map_err(pg_error)?;
         Ok(())
-    }
-}
-
-/// `mode`'s name in [`UPSERT`].
-pub(crate) fn mode_name(mode: IfExists) -> &'static str {
-    match mode {
-        IfExists::KeepSame => "keep_same",
-        IfExists::KeepTime => "keep_time",
-        IfExists::Replace => "replace",
     }
 }
 
@@ -673,7 +664,7 @@ fn upsert_kind(
             &fires,
             &missed,
             &catch_ups,
-            &mode_name(mode),
+            &mode.sql_name(),
         ],
     )?;
     rows.iter()

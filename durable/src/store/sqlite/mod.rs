@@ -37,8 +37,8 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::app_transaction::{Rows, Upsert};
 use super::{
-    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, NewJob, Role, Row,
-    RunEnd, Store, Stored,
+    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, NewJob, Role, Row, RunEnd,
+    Store, Stored,
 };
 use crate::error::StoreError;
 use crate::owner::Owner;
@@ -362,7 +362,7 @@ fn upsert_rows(c: &Connection, jobs: &[NewJob]) -> rusqlite::Result<Vec<Stored>>
     let mut seq = draw_seq(c, jobs.len())?;
     for job in jobs {
         seq += 1;
-        let mode = mode_name(job.if_exists);
+        let mode = job.if_exists.sql_name();
         let params = params![
             job.key,
             job.name,
@@ -387,15 +387,6 @@ fn upsert_rows(c: &Connection, jobs: &[NewJob]) -> rusqlite::Result<Vec<Stored>>
         stored.extend(row);
     }
     Ok(stored)
-}
-
-/// `mode`'s name in [`UPSERT`].
-pub(crate) fn mode_name(mode: IfExists) -> &'static str {
-    match mode {
-        IfExists::KeepSame => "keep_same",
-        IfExists::KeepTime => "keep_time",
-        IfExists::Replace => "replace",
-    }
 }
 
 /// Jobs scheduled in the application's own transaction on the file

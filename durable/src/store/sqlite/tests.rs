@@ -1,5 +1,6 @@
 use super::*;
 use crate::store::conformance;
+use crate::store::IfExists;
 use chronopool::MissedRuns;
 
 fn fresh(dir: &tempfile::TempDir, n: &mut usize) -> Box<dyn Conn> {
