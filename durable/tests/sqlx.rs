@@ -29,6 +29,33 @@ fn remind(id: i64) -> Job {
     )
 }
 
+/// On the pool `$db` (`create` makes the orders table): order 1 and its
+/// reminder in a transaction rolled back, then order 2 and its reminder in
+/// one committed 400 ms after the schedule; when it was committed. (A
+/// macro: the two pools' types share no trait the test can name simply.)
+macro_rules! orders {
+    ($db:expr, $jobs:expr, $create:expr) => {{
+        let db = $db;
+        sqlx::query($create).execute(&db).await.unwrap();
+        for (id, commit) in [(1_i64, false), (2, true)] {
+            let mut tx = db.begin().await.unwrap();
+            sqlx::query("INSERT INTO orders (id) VALUES ($1)")
+                .bind(id)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            $jobs.schedule_in_sqlx(&mut tx, [remind(id)]).await.unwrap();
+            if commit {
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                tx.commit().await.unwrap();
+            } else {
+                tx.rollback().await.unwrap();
+            }
+        }
+        Instant::now()
+    }};
+}
+
 /// sqlx's options for the test server's `key=value` parameters.
 fn pg_options(params: &str) -> sqlx::postgres::PgConnectOptions {
     let mut options = sqlx::postgres::PgConnectOptions::new();
@@ -64,54 +91,14 @@ fn an_sqlx_rollback_leaves_no_job_and_a_commit_runs_it_after_the_commit() {
         let committed = rt.block_on(async {
             match kind {
                 Kind::Postgres => {
-                    let db =
-                        sqlx::PgPool::connect_with(pg_options(store.params.as_deref().unwrap()))
-                            .await
-                            .unwrap();
-                    sqlx::query("CREATE TABLE orders (id bigint PRIMARY KEY)")
-                        .execute(&db)
-                        .await
-                        .unwrap();
-                    let mut tx = db.begin().await.unwrap();
-                    sqlx::query("INSERT INTO orders (id) VALUES (1)")
-                        .execute(&mut *tx)
-                        .await
-                        .unwrap();
-                    jobs.schedule_in_sqlx(&mut tx, [remind(1)]).await.unwrap();
-                    tx.rollback().await.unwrap();
-                    let mut tx = db.begin().await.unwrap();
-                    sqlx::query("INSERT INTO orders (id) VALUES (2)")
-                        .execute(&mut *tx)
-                        .await
-                        .unwrap();
-                    jobs.schedule_in_sqlx(&mut tx, [remind(2)]).await.unwrap();
-                    tokio::time::sleep(Duration::from_millis(400)).await;
-                    tx.commit().await.unwrap();
-                    Instant::now()
+                    let options = pg_options(store.params.as_deref().unwrap());
+                    let db = sqlx::PgPool::connect_with(options).await.unwrap();
+                    orders!(db, jobs, "CREATE TABLE orders (id bigint PRIMARY KEY)")
                 }
                 Kind::Sqlite => {
                     let url = format!("sqlite://{}", store.path().display());
                     let db = sqlx::SqlitePool::connect(&url).await.unwrap();
-                    sqlx::query("CREATE TABLE orders (id INTEGER PRIMARY KEY)")
-                        .execute(&db)
-                        .await
-                        .unwrap();
-                    let mut tx = db.begin().await.unwrap();
-                    sqlx::query("INSERT INTO orders (id) VALUES (1)")
-                        .execute(&mut *tx)
-                        .await
-                        .unwrap();
-                    jobs.schedule_in_sqlx(&mut tx, [remind(1)]).await.unwrap();
-                    tx.rollback().await.unwrap();
-                    let mut tx = db.begin().await.unwrap();
-                    sqlx::query("INSERT INTO orders (id) VALUES (2)")
-                        .execute(&mut *tx)
-                        .await
-                        .unwrap();
-                    jobs.schedule_in_sqlx(&mut tx, [remind(2)]).await.unwrap();
-                    tokio::time::sleep(Duration::from_millis(400)).await;
-                    tx.commit().await.unwrap();
-                    Instant::now()
+                    orders!(db, jobs, "CREATE TABLE orders (id INTEGER PRIMARY KEY)")
                 }
             }
         });
