@@ -49,7 +49,10 @@ const DURABLE: &[(&str, &[&str])] = &[
     ("base", &["time", "error", "owner"]),
     ("schedule", &["schedule"]),
     ("store", &["store"]),
-    ("model", &["job", "config", "metrics", "spawn"]),
+    (
+        "model",
+        &["job", "completion", "config", "metrics", "spawn"],
+    ),
     ("engine", &["engine"]),
     ("api", &["lib", "scheduler", "typed"]),
 ];

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use chronopool::MissedRuns;
 
+use crate::completion::RunRecord;
 use crate::schedule::Schedule;
 use crate::store::{IfExists, Row};
 use crate::time;
@@ -151,6 +152,8 @@ impl Job {
 #[derive(Debug)]
 pub struct JobContext<'a> {
     row: RowOf<'a>,
+    /// The run's side of [`complete_in`](JobContext::complete_in).
+    record: Arc<RunRecord>,
 }
 
 /// The row a context shows: borrowed for a synchronous run, shared with
@@ -162,23 +165,29 @@ enum RowOf<'a> {
 }
 
 impl<'a> JobContext<'a> {
-    pub(crate) fn borrowed(row: &'a Row) -> Self {
+    pub(crate) fn borrowed(row: &'a Row, record: Arc<RunRecord>) -> Self {
         JobContext {
             row: RowOf::Borrowed(row),
+            record,
         }
     }
 }
 
 impl JobContext<'static> {
-    pub(crate) fn shared(row: Arc<Row>) -> Self {
+    pub(crate) fn shared(row: Arc<Row>, record: Arc<RunRecord>) -> Self {
         JobContext {
             row: RowOf::Shared(row),
+            record,
         }
     }
 }
 
 impl JobContext<'_> {
-    fn row(&self) -> &Row {
+    pub(crate) fn record(&self) -> &RunRecord {
+        &self.record
+    }
+
+    pub(crate) fn row(&self) -> &Row {
         match &self.row {
             RowOf::Borrowed(row) => row,
             RowOf::Shared(row) => row,

@@ -49,6 +49,16 @@
 //!   occurrences too late to matter.
 //! * **Batches**: [`schedule_all`](DurableScheduler::schedule_all) stores
 //!   many jobs in one transaction.
+//! * **In the application's transactions**: [`schedule_in`](DurableScheduler::schedule_in)
+//!   stores jobs in a transaction of the application's, beside its own
+//!   writes (an order and its reminder, or neither), and a handler's
+//!   [`complete_in`](JobContext::complete_in) ends its run in one (its
+//!   effects and its end, or neither: exactly once, crashes included).
+//! * **Typed and async handlers**: a `JobArgs` type
+//!   (feature `serde`) names its handler and carries its arguments, so
+//!   scheduling and handling type-check against each other; a handler may
+//!   be an `async fn` on the runtime of the application's
+//!   ([`register_async`](DurableScheduler::register_async)).
 //! * **Retention**: dead jobs are deleted after [`Config::keep_dead`], and
 //!   one-shot jobs that succeeded are deleted at once or kept as
 //!   [`JobState::Done`] for [`Config::keep_done`].
@@ -75,8 +85,9 @@
 //!   names its handler: `register_typed`, `schedule_typed`, `Job::typed`),
 //!   and JSON payloads (`Job::json`, `DurableScheduler::schedule_json`,
 //!   `JobContext::json`).
-//! * `sqlx`: scheduling in an application's sqlx transaction, PostgreSQL
-//!   or SQLite (`DurableScheduler::schedule_in_sqlx`; turns on both stores).
+//! * `sqlx`: scheduling, and ending runs, in an application's sqlx
+//!   transaction, PostgreSQL or SQLite (`DurableScheduler::schedule_in_sqlx`,
+//!   `JobContext::complete_in_sqlx`; turns on both stores).
 //! * `tokio`: async handlers on a tokio runtime's handle
 //!   ([`DurableScheduler::register_async`] takes any [`Spawn`]; this
 //!   feature implements it for `tokio::runtime::Handle`).
@@ -92,6 +103,7 @@
 #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
 compile_error!("chronopool-durable needs a store: turn on the `sqlite` or the `postgres` feature");
 
+mod completion;
 mod config;
 mod engine;
 mod error;

@@ -3,7 +3,8 @@
 //! does not take it over), its output is its outcome; a future that
 //! panics, a handler that panics before returning one, and a future
 //! dropped unfinished by a runtime shut down are failed attempts, never a
-//! run left claimed.
+//! run left claimed. The scheduler's blocking API works from async code
+//! too (PostgreSQL's client blocks on a runtime of its own).
 
 mod common;
 mod stores;
@@ -155,5 +156,53 @@ fn a_future_dropped_by_its_runtime_is_a_failed_attempt() {
             "{kind:?}: {error}"
         );
         assert_eq!(jobs.metrics().running, 0, "{kind:?}");
+    }
+}
+
+/// The scheduler made, used and dropped inside async code, on a runtime of
+/// each flavour: `postgres`'s client, which blocks on a runtime of its
+/// own, is moved off the runtime's thread, so nothing panics.
+#[test]
+fn the_blocking_api_works_from_async_code() {
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    for rt in [runtime(), current] {
+        for kind in BOTH {
+            let store = Store::new(kind);
+            let pool = pool(1);
+            let ran = Arc::new(AtomicUsize::new(0));
+            let r = ran.clone();
+            rt.block_on(async {
+                let jobs = store.open(&pool, real_config());
+                jobs.register("work", move |_| {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                });
+                jobs.start().unwrap();
+                jobs.schedule("now", "work", b"", Schedule::After(Duration::ZERO))
+                    .unwrap();
+                jobs.schedule(
+                    "later",
+                    "work",
+                    b"",
+                    Schedule::After(Duration::from_secs(60)),
+                )
+                .unwrap();
+                while jobs.job("now").unwrap().is_some() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                assert_eq!(ran.load(Ordering::SeqCst), 1, "{kind:?}");
+                assert_eq!(
+                    jobs.job("later").unwrap().unwrap().state,
+                    JobState::Scheduled
+                );
+                assert!(jobs.cancel("later").unwrap());
+                assert!(jobs.dead_jobs().unwrap().is_empty());
+                assert!(jobs.shutdown(Duration::from_secs(10)));
+                drop(jobs);
+            });
+        }
     }
 }

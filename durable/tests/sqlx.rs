@@ -1,16 +1,19 @@
-//! Jobs scheduled in an application's sqlx transaction
-//! (`schedule_in_sqlx`), on both stores, through sqlx pools of the
-//! application's on a tokio runtime: a rollback leaves no job and runs
-//! nothing; a commit runs the job after the commit, placed within seconds
-//! though the polls are a minute apart.
+//! Jobs scheduled, and runs ended, in an application's sqlx transaction
+//! (`schedule_in_sqlx`, `complete_in_sqlx`), on both stores, through sqlx
+//! pools of the application's on a tokio runtime: a rollback leaves no job
+//! and runs nothing; a commit runs the job after the commit, placed within
+//! seconds though the polls are a minute apart. An async handler's write
+//! and its run's end commit together; rolled back, the run ends with what
+//! the handler returns.
 
 mod common;
 mod stores;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use chronopool_durable::{Config, Job, Schedule};
+use chronopool_durable::{Config, DurableScheduler, Job, JobError, Schedule};
 use stores::{eventually, pool, real_config, Kind, Store, BOTH};
 
 fn slow_polls() -> Config {
@@ -122,5 +125,136 @@ fn an_sqlx_rollback_leaves_no_job_and_a_commit_runs_it_after_the_commit() {
             after < Duration::from_secs(10),
             "{kind:?}: placed by a poll, {after:?} later"
         );
+    }
+}
+
+/// Registers "invoice", async on `$rt`, with the sqlx pool `$db` (whose
+/// `invoices` table `$create` makes): each run writes an invoice and ends
+/// in one transaction; a first attempt of "fails-once" rolls it back and
+/// fails. The runs, counted.
+macro_rules! invoicing {
+    ($jobs:expr, $rt:expr, $db:expr, $create:expr) => {{
+        let db = $db;
+        sqlx::query($create).execute(&db).await.unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        let handler_db = db.clone();
+        $jobs.register_async("invoice", $rt, move |job| {
+            let db = handler_db.clone();
+            r.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let to_job = |e: sqlx::Error| JobError::retry(e);
+                let mut tx = db.begin().await.map_err(to_job)?;
+                sqlx::query("INSERT INTO invoices (key) VALUES ($1)")
+                    .bind(job.key())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(to_job)?;
+                job.complete_in_sqlx(&mut tx).await?;
+                if job.key() == "fails-once" && job.attempt() == 1 {
+                    tx.rollback().await.map_err(to_job)?;
+                    return Err("the first attempt rolls back and fails".into());
+                }
+                tx.commit().await.map_err(to_job)?;
+                Ok(())
+            }
+        });
+        (db, runs)
+    }};
+}
+
+/// Counts the invoices of `key` on the sqlx pool `db`.
+macro_rules! invoices {
+    ($db:expr, $key:expr) => {{
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM invoices WHERE key = $1")
+            .bind($key)
+            .fetch_one(&$db)
+            .await
+            .unwrap();
+        n
+    }};
+}
+
+fn schedule_invoices(jobs: &DurableScheduler) {
+    let now = Schedule::After(Duration::ZERO);
+    let mut batch = vec![Job::new("fails-once", "invoice", "", now.clone())];
+    batch.extend((0..3).map(|n| Job::new(format!("ok-{n}"), "invoice", "", now.clone())));
+    jobs.schedule_all(batch).unwrap();
+}
+
+#[test]
+fn an_async_handler_s_write_and_its_run_s_end_commit_together_in_sqlx() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(2);
+        let mut config = real_config();
+        config.retry = chronopool::trigger::Backoff::exponential(
+            Duration::from_millis(10),
+            1.0,
+            Duration::from_millis(10),
+        );
+        let jobs = store.open(&pool, config);
+        let done = |jobs: &DurableScheduler| {
+            ["fails-once", "ok-0", "ok-1", "ok-2"]
+                .iter()
+                .all(|key| jobs.job(key).unwrap().is_none())
+        };
+        let counts = rt.block_on(async {
+            match kind {
+                Kind::Postgres => {
+                    let options = pg_options(store.params.as_deref().unwrap());
+                    let db = sqlx::PgPool::connect_with(options).await.unwrap();
+                    let (db, runs) = invoicing!(
+                        jobs,
+                        rt.handle().clone(),
+                        db,
+                        "CREATE TABLE invoices (id bigserial, key text)"
+                    );
+                    jobs.start().unwrap();
+                    schedule_invoices(&jobs);
+                    while !done(&jobs) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    let counts = [
+                        invoices!(db, "fails-once"),
+                        invoices!(db, "ok-0"),
+                        invoices!(db, "ok-1"),
+                        invoices!(db, "ok-2"),
+                    ];
+                    (counts, runs.load(Ordering::SeqCst))
+                }
+                Kind::Sqlite => {
+                    let url = format!("sqlite://{}", store.path().display());
+                    let db = sqlx::SqlitePool::connect(&url).await.unwrap();
+                    let (db, runs) = invoicing!(
+                        jobs,
+                        rt.handle().clone(),
+                        db,
+                        "CREATE TABLE invoices (id INTEGER PRIMARY KEY, key TEXT)"
+                    );
+                    jobs.start().unwrap();
+                    schedule_invoices(&jobs);
+                    while !done(&jobs) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    let counts = [
+                        invoices!(db, "fails-once"),
+                        invoices!(db, "ok-0"),
+                        invoices!(db, "ok-1"),
+                        invoices!(db, "ok-2"),
+                    ];
+                    (counts, runs.load(Ordering::SeqCst))
+                }
+            }
+        });
+        assert_eq!(counts, ([1, 1, 1, 1], 5), "{kind:?}");
+        let metrics = jobs.metrics();
+        assert_eq!(
+            (metrics.succeeded, metrics.retried, metrics.lost),
+            (4, 1, 0),
+            "{kind:?}: {metrics:?}"
+        );
+        assert!(jobs.shutdown(Duration::from_secs(10)));
     }
 }

@@ -45,6 +45,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use chronopool::{Busy, PeriodicHandle, ScheduledExecutor, WeakExecutor};
 
+use crate::completion::Completed;
 use crate::config::Config;
 use crate::error::DurableError;
 use crate::metrics::Counters;
@@ -99,6 +100,9 @@ pub(crate) struct Ended {
     pub(crate) ran_for: Option<Duration>,
     /// Its occurrence was later than the job's catch-up window.
     pub(crate) skipped: bool,
+    /// The end its handler stored in a transaction of its own (which may
+    /// have rolled back): see `completion.rs`.
+    pub(crate) completed: Option<Completed>,
     pub(crate) busy: Option<Busy>,
 }
 

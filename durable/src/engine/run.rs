@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use chronopool::{MissedRuns, PanicPayload};
 
 use super::{Ended, Shared};
+use crate::completion::RunRecord;
 use crate::job::{Handler, JobContext, JobError};
 use crate::schedule::Recurrence;
 use crate::spawn::{AsyncHandler, HandlerFuture, Spawn};
@@ -34,6 +35,9 @@ pub(crate) struct RunGuard {
     /// What to store if the guard is dropped without an outcome: a
     /// release until the run starts, a failed attempt after.
     if_dropped: Option<Finish>,
+    /// The handler's side of the run, once it started: the end it stored
+    /// in a transaction of its own, if it did (`completion.rs`).
+    record: Option<Arc<RunRecord>>,
 }
 
 impl RunGuard {
@@ -43,6 +47,7 @@ impl RunGuard {
             fence,
             name,
             if_dropped: Some(Finish::Release),
+            record: None,
         }
     }
 
@@ -64,25 +69,37 @@ impl RunGuard {
             self.complete(finish, None, true);
             return;
         }
+        let success = {
+            let shared = Arc::clone(&shared);
+            move |row: &Row| finish_of(&shared, row, Ok(()))
+        };
+        let record = RunRecord::new(shared.owner.id.clone(), self.fence.clone(), success);
+        self.record = Some(Arc::clone(&record));
         match handler {
             Registered::Sync(handler) => {
                 let started = Instant::now();
-                let context = JobContext::borrowed(&row);
+                let context = JobContext::borrowed(&row, record);
                 let outcome = catching(|| handler(&context));
                 let finish = finish_of(&shared, &row, outcome);
                 self.complete(finish, Some(started.elapsed()), false);
             }
-            Registered::Async { spawn, handler } => self.spawn(row, &**spawn, handler),
+            Registered::Async { spawn, handler } => self.spawn(row, record, &**spawn, handler),
         }
     }
 
     /// An async handler's run: its future, on `spawn`'s runtime, reports
     /// the outcome when it completes (`AsyncRun`).
-    fn spawn(mut self, row: Row, spawn: &dyn Spawn, handler: &AsyncHandler) {
+    fn spawn(
+        mut self,
+        row: Row,
+        record: Arc<RunRecord>,
+        spawn: &dyn Spawn,
+        handler: &AsyncHandler,
+    ) {
         let row = Arc::new(row);
         let started = Instant::now();
         let future = match catch_unwind(AssertUnwindSafe(|| {
-            handler(JobContext::shared(Arc::clone(&row)))
+            handler(JobContext::shared(Arc::clone(&row), record))
         })) {
             Ok(future) => future,
             Err(payload) => {
@@ -119,12 +136,14 @@ impl RunGuard {
 
     fn report(&mut self, finish: Finish, ran_for: Option<Duration>, skipped: bool) {
         let busy = self.shared.busy();
+        let completed = self.record.take().and_then(|r| r.completed());
         self.shared.ended(Ended {
             fence: self.fence.clone(),
             name: std::mem::take(&mut self.name),
             finish,
             ran_for,
             skipped,
+            completed,
             busy,
         });
     }

@@ -49,6 +49,7 @@ use chronopool::{Busy, PanicPayload};
 
 use super::run::{self, RunGuard};
 use super::{Ended, Shared, ToRuns};
+use crate::completion::Completed;
 use crate::error::StoreError;
 use crate::metrics::Outcome;
 use crate::store::{
@@ -79,6 +80,8 @@ struct End {
     name: String,
     finish: Finish,
     skipped: bool,
+    /// The end its handler stored in a transaction of its own.
+    completed: Option<Completed>,
     busy: Option<Busy>,
 }
 
@@ -318,6 +321,7 @@ impl RunLoop {
             finish,
             ran_for,
             skipped,
+            completed,
             busy,
         } = ended;
         self.running = self.running.saturating_sub(1);
@@ -333,6 +337,7 @@ impl RunLoop {
             name,
             finish,
             skipped,
+            completed,
             busy,
         });
     }
@@ -613,7 +618,14 @@ impl RunLoop {
     /// its fence gone).
     fn stored(&self, end: End, stored: RunEnd, now: Micros) {
         let key = &end.fence.key;
-        let (outcome, next, error) = match &end.finish {
+        // Its handler ended it in a transaction of its own, which
+        // committed: the fence was gone when this finish came
+        // (`completion.rs`). The run is what that transaction stored.
+        let (finish, stored) = match end.completed {
+            Some(completed) if stored == RunEnd::Lost => (completed.finish, completed.end),
+            _ => (end.finish, stored),
+        };
+        let (outcome, next, error) = match &finish {
             _ if stored == RunEnd::Lost => (Outcome::Lost, None, None),
             Finish::Done { .. } if end.skipped => (Outcome::Skipped, None, None),
             Finish::Next { next_fire } if end.skipped => (Outcome::Skipped, Some(*next_fire), None),
@@ -669,6 +681,7 @@ impl RunLoop {
                     name: row.name,
                     finish,
                     skipped: false,
+                    completed: None,
                     busy,
                 });
                 return;
@@ -681,6 +694,7 @@ impl RunLoop {
                 name: row.name,
                 finish: Finish::Release,
                 skipped: false,
+                completed: None,
                 busy,
             });
             return;

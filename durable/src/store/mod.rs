@@ -246,6 +246,78 @@ pub(crate) enum Finish {
     Release,
 }
 
+/// The values a finish writes to a row that stays (every [`Finish`] but
+/// a one-shot success not kept, which deletes it): one description of a
+/// finish for both stores' statements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ending<'a> {
+    /// The row's new state.
+    pub(crate) state: &'static str,
+    /// Its new fire time (`None`: unchanged).
+    pub(crate) next_fire: Option<Micros>,
+    /// Its attempts reset to 0.
+    pub(crate) reset: bool,
+    /// Otherwise, attempts taken back (a run that never started).
+    pub(crate) uncount: i64,
+    /// Its last error (unless `keep_error`).
+    pub(crate) error: Option<&'a str>,
+    pub(crate) keep_error: bool,
+    pub(crate) finished_at: Option<Micros>,
+}
+
+impl Finish {
+    /// True if it deletes the row: a one-shot success not kept.
+    pub(crate) fn deletes(&self) -> bool {
+        matches!(self, Finish::Done { keep: false, .. })
+    }
+
+    /// What it writes to a row that stays.
+    pub(crate) fn ending(&self) -> Ending<'_> {
+        let base = Ending {
+            state: "scheduled",
+            next_fire: None,
+            reset: false,
+            uncount: 0,
+            error: None,
+            keep_error: false,
+            finished_at: None,
+        };
+        match self {
+            Finish::Done { at, .. } => Ending {
+                state: "done",
+                finished_at: Some(*at),
+                ..base
+            },
+            Finish::Next { next_fire } => Ending {
+                next_fire: Some(*next_fire),
+                reset: true,
+                ..base
+            },
+            Finish::Retry {
+                next_fire,
+                error,
+                uncount,
+            } => Ending {
+                next_fire: Some(*next_fire),
+                uncount: i64::from(*uncount),
+                error: Some(error),
+                ..base
+            },
+            Finish::Dead { error, at } => Ending {
+                state: "dead",
+                error: Some(error),
+                finished_at: Some(*at),
+                ..base
+            },
+            Finish::Release => Ending {
+                uncount: 1,
+                keep_error: true,
+                ..base
+            },
+        }
+    }
+}
+
 /// A claim of due jobs, for [`Conn::exchange`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Claim<'a> {

@@ -1,36 +1,41 @@
-//! Jobs scheduled in an application's sqlx transaction (feature `sqlx`),
-//! on PostgreSQL or SQLite: the same statements as the stores' own
-//! (`postgres::UPSERT` and its notification, `sqlite::UPSERT` with its
-//! sequence numbers), sent through the application's connection, awaited
-//! on its runtime.
+//! Jobs scheduled, and runs ended, in an application's sqlx transaction
+//! (feature `sqlx`), on PostgreSQL or SQLite: the same statements as the
+//! stores' own (`postgres::UPSERT` and its notification, `sqlite::UPSERT`
+//! with its sequence numbers, the `END_*` statements of each), sent
+//! through the application's connection, awaited on its runtime.
 
 use std::future::Future;
 use std::pin::Pin;
 
-use super::app_transaction::Rows;
-use super::{postgres, sqlite, NewJob, POLL_NOTICE};
+use super::app_transaction::{EndedIn, Rows, RunToEnd};
+use super::{postgres, sqlite, NewJob, RunEnd, POLL_NOTICE};
 use crate::error::StoreError;
 use crate::schedule::missed_name;
 use crate::time::Micros;
 
 /// An sqlx transaction of the application's on the scheduler's store
 /// (`sqlx::Transaction<'_, Postgres>` or `sqlx::Transaction<'_, Sqlite>`),
-/// for [`DurableScheduler::schedule_in_sqlx`](crate::DurableScheduler::schedule_in_sqlx).
+/// for [`DurableScheduler::schedule_in_sqlx`](crate::DurableScheduler::schedule_in_sqlx)
+/// and [`JobContext::complete_in_sqlx`](crate::JobContext::complete_in_sqlx).
 /// Sealed: the stores are the crate's.
-pub trait SqlxTransaction: AsyncUpsert {}
+pub trait SqlxTransaction: AsyncStatements {}
 
-impl<T: AsyncUpsert + ?Sized> SqlxTransaction for T {}
+impl<T: AsyncStatements + ?Sized> SqlxTransaction for T {}
 
-/// What storing jobs in an sqlx transaction returns.
+/// What a statement in an sqlx transaction returns.
 #[doc(hidden)]
-pub type UpsertFuture<'a> = Pin<Box<dyn Future<Output = Result<(), StoreError>> + Send + 'a>>;
+pub type StatementFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
 
 /// The store's side of an [`SqlxTransaction`] (sealed: not nameable
 /// outside the crate).
-pub trait AsyncUpsert {
+pub trait AsyncStatements {
     /// Stores the jobs in the transaction, without the commit.
     #[doc(hidden)]
-    fn upsert_jobs<'a>(&'a mut self, jobs: Rows<'a>) -> UpsertFuture<'a>;
+    fn upsert_jobs<'a>(&'a mut self, jobs: Rows<'a>) -> StatementFuture<'a, ()>;
+
+    /// Ends a run in the transaction, without the commit.
+    #[doc(hidden)]
+    fn end_run<'a>(&'a mut self, run: RunToEnd<'a>) -> StatementFuture<'a, EndedIn>;
 }
 
 fn sqlx_error(e: sqlx::Error) -> StoreError {
@@ -43,8 +48,8 @@ fn sqlx_error(e: sqlx::Error) -> StoreError {
 
 /// As `postgres::Transaction`'s: one statement per kind, then the
 /// notification that asks for a full poll at the commit.
-impl AsyncUpsert for sqlx::Transaction<'_, sqlx::Postgres> {
-    fn upsert_jobs<'a>(&'a mut self, jobs: Rows<'a>) -> UpsertFuture<'a> {
+impl AsyncStatements for sqlx::Transaction<'_, sqlx::Postgres> {
+    fn upsert_jobs<'a>(&'a mut self, jobs: Rows<'a>) -> StatementFuture<'a, ()> {
         Box::pin(async move {
             for (mode, of_kind) in postgres::by_kind(jobs.0) {
                 let column = |f: fn(&NewJob) -> String| -> Vec<String> {
@@ -74,12 +79,68 @@ impl AsyncUpsert for sqlx::Transaction<'_, sqlx::Postgres> {
             Ok(())
         })
     }
+
+    /// As `postgres::Transaction`'s, one run: its fence held (the end
+    /// stored), or its job replaced (the new schedule stands, and the
+    /// listeners are asked for a full poll), or neither.
+    fn end_run<'a>(&'a mut self, run: RunToEnd<'a>) -> StatementFuture<'a, EndedIn> {
+        Box::pin(async move {
+            let keys = vec![run.fence.key.as_str()];
+            let runs = vec![run.fence.run];
+            let held = if run.finish.deletes() {
+                sqlx::query(postgres::END_DELETE)
+                    .bind(&keys)
+                    .bind(&runs)
+                    .bind(run.owner)
+                    .execute(&mut **self)
+                    .await
+            } else {
+                let ends = [(run.fence.clone(), run.finish.clone())];
+                let c = postgres::EndColumns::of(ends.iter());
+                sqlx::query(postgres::END_UPDATE)
+                    .bind(&c.keys)
+                    .bind(&c.runs)
+                    .bind(&c.states)
+                    .bind(&c.next_fires)
+                    .bind(&c.resets)
+                    .bind(&c.uncounts)
+                    .bind(&c.errors)
+                    .bind(&c.keep_errors)
+                    .bind(&c.finished)
+                    .bind(run.owner)
+                    .execute(&mut **self)
+                    .await
+            }
+            .map_err(sqlx_error)?
+            .rows_affected();
+            if held == 1 {
+                return Ok(EndedIn(RunEnd::Stored));
+            }
+            let superseded: Option<(String, i64, String, i64)> =
+                sqlx::query_as(postgres::END_SUPERSEDED)
+                    .bind(&keys)
+                    .bind(&runs)
+                    .bind(run.owner)
+                    .fetch_optional(&mut **self)
+                    .await
+                    .map_err(sqlx_error)?;
+            let Some((_, _, name, next_fire)) = superseded else {
+                return Ok(EndedIn(RunEnd::Lost));
+            };
+            sqlx::query("SELECT pg_notify('chronopool_jobs', $1)")
+                .bind(POLL_NOTICE)
+                .execute(&mut **self)
+                .await
+                .map_err(sqlx_error)?;
+            Ok(EndedIn(RunEnd::Superseded { name, next_fire }))
+        })
+    }
 }
 
 /// As `rusqlite::Transaction`'s: the sequence numbers drawn in the
 /// transaction, which holds the file's write lock until it commits.
-impl AsyncUpsert for sqlx::Transaction<'_, sqlx::Sqlite> {
-    fn upsert_jobs<'a>(&'a mut self, jobs: Rows<'a>) -> UpsertFuture<'a> {
+impl AsyncStatements for sqlx::Transaction<'_, sqlx::Sqlite> {
+    fn upsert_jobs<'a>(&'a mut self, jobs: Rows<'a>) -> StatementFuture<'a, ()> {
         Box::pin(async move {
             let jobs = super::latest_per_key(jobs.0);
             let n = i64::try_from(jobs.len()).unwrap_or(i64::MAX);
@@ -105,6 +166,59 @@ impl AsyncUpsert for sqlx::Transaction<'_, sqlx::Sqlite> {
                     .map_err(sqlx_error)?;
             }
             Ok(())
+        })
+    }
+
+    /// As `rusqlite::Transaction`'s: the run's end, or its replaced job's
+    /// new schedule with a sequence number drawn in the transaction.
+    fn end_run<'a>(&'a mut self, run: RunToEnd<'a>) -> StatementFuture<'a, EndedIn> {
+        Box::pin(async move {
+            let (key, owner, number) = (&run.fence.key, run.owner, run.fence.run);
+            let held = if run.finish.deletes() {
+                sqlx::query(sqlite::END_DELETE)
+                    .bind(key)
+                    .bind(owner)
+                    .bind(number)
+                    .execute(&mut **self)
+                    .await
+            } else {
+                let e = run.finish.ending();
+                sqlx::query(sqlite::END_UPDATE)
+                    .bind(key)
+                    .bind(owner)
+                    .bind(number)
+                    .bind(e.state)
+                    .bind(e.next_fire)
+                    .bind(e.reset)
+                    .bind(e.uncount)
+                    .bind(e.error)
+                    .bind(e.keep_error)
+                    .bind(e.finished_at)
+                    .execute(&mut **self)
+                    .await
+            }
+            .map_err(sqlx_error)?
+            .rows_affected();
+            if held == 1 {
+                return Ok(EndedIn(RunEnd::Stored));
+            }
+            let seq: i64 = sqlx::query_scalar(sqlite::DRAW_SEQ)
+                .bind(1_i64)
+                .fetch_one(&mut **self)
+                .await
+                .map_err(sqlx_error)?;
+            let superseded: Option<(String, i64)> = sqlx::query_as(sqlite::END_SUPERSEDED)
+                .bind(key)
+                .bind(owner)
+                .bind(number)
+                .bind(seq + 1)
+                .fetch_optional(&mut **self)
+                .await
+                .map_err(sqlx_error)?;
+            Ok(EndedIn(match superseded {
+                Some((name, next_fire)) => RunEnd::Superseded { name, next_fire },
+                None => RunEnd::Lost,
+            }))
         })
     }
 }

@@ -59,7 +59,7 @@ use std::time::{Duration, SystemTime};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, NoTls};
 
-use super::app_transaction::{Rows, Upsert};
+use super::app_transaction::{EndedIn, Rows, RunToEnd, Statements};
 use super::{
     Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, NewJob, Notice,
     Role, Row, RunEnd, Store, Stored, POLL_NOTICE,
@@ -236,11 +236,47 @@ struct PgConn {
     listens: bool,
 }
 
+impl Drop for PgConn {
+    /// Dropped in async code (the last handle to a scheduler dropped in a
+    /// task), the client, and its runtime, are dropped on a thread of
+    /// their own (see `in_async_context`).
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take().filter(|_| in_async_context()) {
+            std::thread::scope(|scope| {
+                scope.spawn(move || drop(client));
+            });
+        }
+    }
+}
+
+/// True on a thread that drives a tokio runtime's tasks (an async
+/// handler, a web request): `postgres`'s client blocks on a runtime of its
+/// own, which tokio refuses to start, or drop, there.
+fn in_async_context() -> bool {
+    tokio::runtime::Handle::try_current().is_ok()
+}
+
 impl PgConn {
     /// Runs `f` on the connection, opening it first if need be. A
     /// transient failure drops the connection, so that the next call opens
-    /// a new one.
-    fn run<R>(
+    /// a new one. Called from async code (the scheduler's API in a task),
+    /// it runs on a scoped thread of its own, which the caller waits for
+    /// as for any blocking call (the scheduler's own threads never are).
+    fn run<R: Send>(
+        &mut self,
+        f: impl FnOnce(&mut Client) -> Result<R, postgres::Error> + Send,
+    ) -> Result<R, StoreError> {
+        if in_async_context() {
+            return std::thread::scope(|scope| {
+                let call = scope.spawn(|| self.run_here(f));
+                call.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            });
+        }
+        self.run_here(f)
+    }
+
+    fn run_here<R>(
         &mut self,
         f: impl FnOnce(&mut Client) -> Result<R, postgres::Error>,
     ) -> Result<R, StoreError> {
@@ -378,152 +414,176 @@ fn due_rows(
         .collect()
 }
 
-/// The values of one row of the finish `UPDATE` (`exchange`).
-struct Ending<'a> {
-    state: &'static str,
-    next_fire: Option<SystemTime>,
-    reset: bool,
-    uncount: i64,
-    error: Option<&'a str>,
-    keep_error: bool,
-    finished_at: Option<SystemTime>,
+/// `$n::bigint` microseconds (NULL: NULL) as a `timestamptz`, by whole
+/// seconds and the rest, as in [`UPSERT`].
+macro_rules! at_micros {
+    ($m:literal) => {
+        concat!(
+            "(timestamptz 'epoch' + (",
+            $m,
+            " / 1000000) * interval '1 second' + (",
+            $m,
+            " % 1000000) * interval '1 microsecond')"
+        )
+    };
 }
 
-fn ending(finish: &Finish) -> Ending<'_> {
-    let base = Ending {
-        state: "scheduled",
-        next_fire: None,
-        reset: false,
-        uncount: 0,
-        error: None,
-        keep_error: false,
-        finished_at: None,
+/// A `timestamptz` column as microseconds since the epoch, exactly (whole
+/// seconds, then the microseconds within them), whatever the server's
+/// version makes of `extract`.
+macro_rules! micros_at {
+    ($c:literal) => {
+        concat!(
+            "(extract(epoch FROM date_trunc('second', ",
+            $c,
+            "))::bigint * 1000000 + extract(microseconds FROM ",
+            $c,
+            ")::bigint % 1000000)"
+        )
     };
-    match finish {
-        Finish::Done { at: t, .. } => Ending {
-            state: "done",
-            finished_at: Some(at(*t)),
-            ..base
-        },
-        Finish::Next { next_fire } => Ending {
-            next_fire: Some(at(*next_fire)),
-            reset: true,
-            ..base
-        },
-        Finish::Retry {
-            next_fire,
-            error,
-            uncount,
-        } => Ending {
-            next_fire: Some(at(*next_fire)),
-            uncount: i64::from(*uncount),
-            error: Some(error),
-            ..base
-        },
-        Finish::Dead { error, at: t } => Ending {
-            state: "dead",
-            error: Some(error),
-            finished_at: Some(at(*t)),
-            ..base
-        },
-        Finish::Release => Ending {
-            uncount: 1,
-            keep_error: true,
-            ..base
-        },
+}
+
+/// The ends that delete their rows (`Finish::deletes`): keys `$1`, runs
+/// `$2`, owner `$3`; the fences that held.
+pub(crate) const END_DELETE: &str = "
+    DELETE FROM chronopool_jobs AS j USING unnest($1::text[], $2::bigint[]) AS f(key, run)
+    WHERE j.key = f.key AND j.run = f.run AND j.owner = $3 AND j.state = 'running'
+      AND NOT j.replaced
+    RETURNING f.key, f.run";
+
+/// The ends that keep their rows: keys, runs, then the `Ending`s' values
+/// in their field order (times in microseconds), then the owner (`$10`);
+/// the fences that held.
+pub(crate) const END_UPDATE: &str = concat!(
+    "UPDATE chronopool_jobs AS j SET
+        state = f.state,
+        next_fire = coalesce(",
+    at_micros!("f.next_fire"),
+    ", j.next_fire),
+        attempt = CASE WHEN f.reset THEN 0 ELSE greatest(j.attempt - f.uncount, 0) END,
+        last_error = CASE WHEN f.keep_error THEN j.last_error ELSE f.error END,
+        finished_at = ",
+    at_micros!("f.finished_at"),
+    ",
+        owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL, lease_until = NULL
+    FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bool[], $6::bigint[],
+                $7::text[], $8::bool[], $9::bigint[])
+         AS f(key, run, state, next_fire, reset, uncount, error, keep_error, finished_at)
+    WHERE j.key = f.key AND j.run = f.run AND j.owner = $10 AND j.state = 'running'
+      AND NOT j.replaced
+    RETURNING f.key, f.run"
+);
+
+/// The ends of runs whose jobs were replaced during them (`Conn::upsert`):
+/// the runs end, the new schedules stand, with sequence numbers of their
+/// own (the listeners are told, and fresh polls see them). Keys `$1`, runs
+/// `$2`, owner `$3`; each fence with its job's handler and fire time.
+pub(crate) const END_SUPERSEDED: &str = concat!(
+    "UPDATE chronopool_jobs AS j SET
+        state = 'scheduled', attempt = 0, replaced = false, last_error = NULL,
+        seq = nextval('chronopool_jobs_seq'),
+        owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL, lease_until = NULL
+    FROM unnest($1::text[], $2::bigint[]) AS f(key, run)
+    WHERE j.key = f.key AND j.run = f.run AND j.owner = $3 AND j.state = 'running'
+      AND j.replaced
+    RETURNING f.key, f.run, j.name, ",
+    micros_at!("j.next_fire")
+);
+
+/// The columns of [`END_UPDATE`] for `ends`.
+pub(crate) struct EndColumns<'a> {
+    pub(crate) keys: Vec<&'a str>,
+    pub(crate) runs: Vec<i64>,
+    pub(crate) states: Vec<&'static str>,
+    pub(crate) next_fires: Vec<Option<Micros>>,
+    pub(crate) resets: Vec<bool>,
+    pub(crate) uncounts: Vec<i64>,
+    pub(crate) errors: Vec<Option<&'a str>>,
+    pub(crate) keep_errors: Vec<bool>,
+    pub(crate) finished: Vec<Option<Micros>>,
+}
+
+impl<'a> EndColumns<'a> {
+    pub(crate) fn of<'e: 'a>(ends: impl Iterator<Item = &'e (Fence, Finish)>) -> Self {
+        let mut c = EndColumns {
+            keys: Vec::new(),
+            runs: Vec::new(),
+            states: Vec::new(),
+            next_fires: Vec::new(),
+            resets: Vec::new(),
+            uncounts: Vec::new(),
+            errors: Vec::new(),
+            keep_errors: Vec::new(),
+            finished: Vec::new(),
+        };
+        for (fence, finish) in ends {
+            let e = finish.ending();
+            c.keys.push(&fence.key);
+            c.runs.push(fence.run);
+            c.states.push(e.state);
+            c.next_fires.push(e.next_fire);
+            c.resets.push(e.reset);
+            c.uncounts.push(e.uncount);
+            c.errors.push(e.error);
+            c.keep_errors.push(e.keep_error);
+            c.finished.push(e.finished_at);
+        }
+        c
     }
 }
 
-/// The ends of an exchange: a `DELETE` for the one-shot jobs that
-/// succeeded and are not kept, one `UPDATE` from arrays for the others.
-/// Each returns the fences that held.
+/// The ends of an exchange (or one in the application's transaction):
+/// [`END_DELETE`] for the one-shot jobs that succeeded and are not kept,
+/// [`END_UPDATE`] for the others, [`END_SUPERSEDED`] for the rest.
 fn end_runs(
     tx: &mut postgres::Transaction<'_>,
     owner: &str,
     ends: &[(Fence, Finish)],
 ) -> Result<Vec<RunEnd>, postgres::Error> {
-    let (deletes, updates): (Vec<usize>, Vec<usize>) =
-        (0..ends.len()).partition(|&i| matches!(ends[i].1, Finish::Done { keep: false, .. }));
-    let keys = |of: &[usize]| -> Vec<&str> { of.iter().map(|&i| ends[i].0.key.as_str()).collect() };
-    let runs = |of: &[usize]| -> Vec<i64> { of.iter().map(|&i| ends[i].0.run).collect() };
+    type Ends<'a> = Vec<&'a (Fence, Finish)>;
+    let (deletes, updates): (Ends<'_>, Ends<'_>) =
+        ends.iter().partition(|(_, finish)| finish.deletes());
     let mut held = HashSet::new();
     if !deletes.is_empty() {
-        let rows = tx.query(
-            "DELETE FROM chronopool_jobs AS j USING unnest($1::text[], $2::bigint[]) AS f(key, run)
-             WHERE j.key = f.key AND j.run = f.run AND j.owner = $3 AND j.state = 'running'
-               AND NOT j.replaced
-             RETURNING f.key, f.run",
-            &[&keys(&deletes), &runs(&deletes), &owner],
-        )?;
+        let keys: Vec<&str> = deletes.iter().map(|(f, _)| f.key.as_str()).collect();
+        let runs: Vec<i64> = deletes.iter().map(|(f, _)| f.run).collect();
+        let rows = tx.query(END_DELETE, &[&keys, &runs, &owner])?;
         held.extend(fences_of(&rows)?);
     }
     if !updates.is_empty() {
-        let values: Vec<Ending<'_>> = updates.iter().map(|&i| ending(&ends[i].1)).collect();
-        let column = |f: &dyn Fn(&Ending<'_>) -> &'static str| -> Vec<&str> {
-            values.iter().map(f).collect()
-        };
-        let states = column(&|e| e.state);
-        let next_fires: Vec<Option<SystemTime>> = values.iter().map(|e| e.next_fire).collect();
-        let resets: Vec<bool> = values.iter().map(|e| e.reset).collect();
-        let uncounts: Vec<i64> = values.iter().map(|e| e.uncount).collect();
-        let errors: Vec<Option<&str>> = values.iter().map(|e| e.error).collect();
-        let keep_errors: Vec<bool> = values.iter().map(|e| e.keep_error).collect();
-        let finished: Vec<Option<SystemTime>> = values.iter().map(|e| e.finished_at).collect();
+        let c = EndColumns::of(updates.into_iter());
         let rows = tx.query(
-            "UPDATE chronopool_jobs AS j SET
-                 state = f.state,
-                 next_fire = coalesce(f.next_fire, j.next_fire),
-                 attempt = CASE WHEN f.reset THEN 0 ELSE greatest(j.attempt - f.uncount, 0) END,
-                 last_error = CASE WHEN f.keep_error THEN j.last_error ELSE f.error END,
-                 finished_at = f.finished_at,
-                 owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL,
-                 lease_until = NULL
-             FROM unnest($1::text[], $2::bigint[], $3::text[], $4::timestamptz[], $5::bool[],
-                         $6::bigint[], $7::text[], $8::bool[], $9::timestamptz[])
-                  AS f(key, run, state, next_fire, reset, uncount, error, keep_error, finished_at)
-             WHERE j.key = f.key AND j.run = f.run AND j.owner = $10 AND j.state = 'running'
-               AND NOT j.replaced
-             RETURNING f.key, f.run",
+            END_UPDATE,
             &[
-                &keys(&updates),
-                &runs(&updates),
-                &states,
-                &next_fires,
-                &resets,
-                &uncounts,
-                &errors,
-                &keep_errors,
-                &finished,
+                &c.keys,
+                &c.runs,
+                &c.states,
+                &c.next_fires,
+                &c.resets,
+                &c.uncounts,
+                &c.errors,
+                &c.keep_errors,
+                &c.finished,
                 &owner,
             ],
         )?;
         held.extend(fences_of(&rows)?);
     }
-    // Replaced during their runs (`Conn::upsert`): the runs end, the new
-    // schedules stand, with sequence numbers of their own (the listeners
-    // are told, and fresh polls see them).
-    let rest: Vec<usize> = (0..ends.len())
-        .filter(|&i| !held.contains(&(ends[i].0.key.clone(), ends[i].0.run)))
+    let rest: Vec<&Fence> = ends
+        .iter()
+        .map(|(f, _)| f)
+        .filter(|f| !held.contains(&(f.key.clone(), f.run)))
         .collect();
     let mut superseded = HashMap::new();
     if !rest.is_empty() {
-        let rows = tx.query(
-            "UPDATE chronopool_jobs AS j SET
-                 state = 'scheduled', attempt = 0, replaced = false, last_error = NULL,
-                 seq = nextval('chronopool_jobs_seq'),
-                 owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL,
-                 lease_until = NULL
-             FROM unnest($1::text[], $2::bigint[]) AS f(key, run)
-             WHERE j.key = f.key AND j.run = f.run AND j.owner = $3 AND j.state = 'running'
-               AND j.replaced
-             RETURNING f.key, f.run, j.name, j.next_fire",
-            &[&keys(&rest), &runs(&rest), &owner],
-        )?;
+        let keys: Vec<&str> = rest.iter().map(|f| f.key.as_str()).collect();
+        let runs: Vec<i64> = rest.iter().map(|f| f.run).collect();
+        let rows = tx.query(END_SUPERSEDED, &[&keys, &runs, &owner])?;
         for r in &rows {
             let fence: (String, i64) = (r.try_get(0)?, r.try_get(1)?);
             let end = RunEnd::Superseded {
                 name: r.try_get(2)?,
-                next_fire: micros_of(r.try_get(3)?),
+                next_fire: r.try_get(3)?,
             };
             superseded.insert(fence, end);
         }
@@ -582,12 +642,29 @@ pub(crate) fn by_kind(jobs: &[NewJob]) -> Vec<(IfExists, Vec<&NewJob>)> {
 /// so the transaction also sends a notification that asks the listeners
 /// for a full poll (`POLL_NOTICE`), which PostgreSQL delivers only if it
 /// commits.
-impl Upsert for postgres::Transaction<'_> {
+impl Statements for postgres::Transaction<'_> {
     fn upsert_jobs(&mut self, jobs: Rows<'_>) -> Result<(), StoreError> {
         upsert_batch(self, jobs.0).map_err(pg_error)?;
         self.execute("SELECT pg_notify('chronopool_jobs', $1)", &[&POLL_NOTICE])
             .map_err(pg_error)?;
         Ok(())
+    }
+
+    /// A run ended in the application's transaction: its row stays locked
+    /// until the commit (the run loop's renewal of it waits). A replaced
+    /// job's new schedule gets its sequence number here, before the
+    /// commit: the notification asks for a full poll, as `upsert_jobs`'s.
+    fn end_run(&mut self, run: RunToEnd<'_>) -> Result<EndedIn, StoreError> {
+        let ends = [(run.fence.clone(), run.finish.clone())];
+        let end = end_runs(self, run.owner, &ends)
+            .map_err(pg_error)?
+            .pop()
+            .unwrap_or(RunEnd::Lost);
+        if matches!(end, RunEnd::Superseded { .. }) {
+            self.execute("SELECT pg_notify('chronopool_jobs', $1)", &[&POLL_NOTICE])
+                .map_err(pg_error)?;
+        }
+        Ok(EndedIn(end))
     }
 }
 

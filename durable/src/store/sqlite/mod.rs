@@ -35,7 +35,7 @@ use rusqlite::types::Value;
 use rusqlite::vtab::array::Array;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
-use super::app_transaction::{Rows, Upsert};
+use super::app_transaction::{EndedIn, Rows, RunToEnd, Statements};
 use super::{
     Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, NewJob, Role, Row, RunEnd,
     Store, Stored,
@@ -394,13 +394,47 @@ fn upsert_rows(c: &Connection, jobs: &[NewJob]) -> rusqlite::Result<Vec<Stored>>
 /// lock until it commits, so the sequence numbers it draws are in the
 /// order of the commits, and the poll loops of every process see its jobs
 /// with their next look at the file's `data_version` after the commit.
-impl Upsert for rusqlite::Transaction<'_> {
+///
+/// A run ended in it (`JobContext::complete_in`) takes the write lock too,
+/// until the commit: the run loop's next exchange waits for it.
+impl Statements for rusqlite::Transaction<'_> {
     fn upsert_jobs(&mut self, jobs: Rows<'_>) -> Result<(), StoreError> {
         upsert_rows(self, jobs.0).map(drop).map_err(store_error)
     }
+
+    fn end_run(&mut self, run: RunToEnd<'_>) -> Result<EndedIn, StoreError> {
+        finish_one(self, run.owner, run.fence, run.finish)
+            .map(EndedIn)
+            .map_err(store_error)
+    }
 }
 
-/// One run's end (`Conn::exchange`), in the caller's transaction.
+/// A run's end that deletes its row (`Finish::deletes`): `?1` key, `?2`
+/// owner, `?3` run. A replaced row's run ends by [`END_SUPERSEDED`]
+/// instead, whatever its outcome.
+pub(crate) const END_DELETE: &str = "DELETE FROM chronopool_jobs
+    WHERE key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running' AND replaced = 0";
+
+/// A run's end that keeps its row: the fence as in [`END_DELETE`], then
+/// the [`Ending`](crate::store::Ending)'s values in its field order.
+pub(crate) const END_UPDATE: &str = "UPDATE chronopool_jobs SET
+        state = ?4, next_fire = coalesce(?5, next_fire),
+        attempt = CASE WHEN ?6 THEN 0 ELSE max(attempt - ?7, 0) END,
+        last_error = CASE WHEN ?9 THEN last_error ELSE ?8 END, finished_at = ?10,
+        owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL, lease_until = NULL
+    WHERE key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running' AND replaced = 0";
+
+/// The end of a run whose job was replaced during it (`Conn::upsert`):
+/// the run ends, the new schedule stands, with a sequence number of its
+/// own (`?4`) so that polls and other processes see it.
+pub(crate) const END_SUPERSEDED: &str = "UPDATE chronopool_jobs SET
+        state = 'scheduled', attempt = 0, replaced = 0, last_error = NULL, seq = ?4,
+        owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL, lease_until = NULL
+    WHERE key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running' AND replaced = 1
+    RETURNING name, next_fire";
+
+/// One run's end (`Conn::exchange`, or the application's transaction), in
+/// the caller's transaction.
 fn finish_one(
     c: &Connection,
     owner: &str,
@@ -408,70 +442,30 @@ fn finish_one(
     finish: &Finish,
 ) -> rusqlite::Result<RunEnd> {
     let Fence { key, run } = fence;
-    // A replaced row's run ends below, whatever its outcome.
-    const KEPT: &str = "key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running' \
-                        AND replaced = 0";
-    const CLEAR: &str = "owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL, \
-                         lease_until = NULL";
-    let changed = match finish {
-        Finish::Done { keep: false, .. } => c
-            .prepare_cached(&format!("DELETE FROM chronopool_jobs WHERE {KEPT}"))?
-            .execute(params![key, owner, run])?,
-        Finish::Done { at, keep: true } => c
-            .prepare_cached(&format!(
-                "UPDATE chronopool_jobs SET state = 'done', {CLEAR}, last_error = NULL,
-                     finished_at = ?4 WHERE {KEPT}"
-            ))?
-            .execute(params![key, owner, run, at])?,
-        Finish::Next { next_fire } => c
-            .prepare_cached(&format!(
-                "UPDATE chronopool_jobs SET state = 'scheduled', {CLEAR}, next_fire = ?4,
-                     attempt = 0, last_error = NULL WHERE {KEPT}"
-            ))?
-            .execute(params![key, owner, run, next_fire])?,
-        Finish::Retry {
-            next_fire,
-            error,
-            uncount,
-        } => c
-            .prepare_cached(&format!(
-                "UPDATE chronopool_jobs SET state = 'scheduled', {CLEAR}, next_fire = ?4,
-                     attempt = max(attempt - ?6, 0), last_error = ?5 WHERE {KEPT}"
-            ))?
-            .execute(params![
-                key,
-                owner,
-                run,
-                next_fire,
-                error,
-                i64::from(*uncount)
-            ])?,
-        Finish::Dead { error, at } => c
-            .prepare_cached(&format!(
-                "UPDATE chronopool_jobs SET state = 'dead', {CLEAR}, last_error = ?4,
-                     finished_at = ?5 WHERE {KEPT}"
-            ))?
-            .execute(params![key, owner, run, error, at])?,
-        Finish::Release => c
-            .prepare_cached(&format!(
-                "UPDATE chronopool_jobs SET state = 'scheduled', {CLEAR},
-                     attempt = max(attempt - 1, 0) WHERE {KEPT}"
-            ))?
-            .execute(params![key, owner, run])?,
+    let changed = if finish.deletes() {
+        c.prepare_cached(END_DELETE)?
+            .execute(params![key, owner, run])?
+    } else {
+        let e = finish.ending();
+        c.prepare_cached(END_UPDATE)?.execute(params![
+            key,
+            owner,
+            run,
+            e.state,
+            e.next_fire,
+            e.reset,
+            e.uncount,
+            e.error,
+            e.keep_error,
+            e.finished_at
+        ])?
     };
     if changed == 1 {
         return Ok(RunEnd::Stored);
     }
-    // Replaced during the run (`Conn::upsert`): the run ends, the new
-    // schedule stands, with a sequence number of its own so that polls
-    // and other processes see it.
     let seq = draw_seq(c, 1)? + 1;
-    let released = c
-        .prepare_cached(&format!(
-            "UPDATE chronopool_jobs SET state = 'scheduled', {CLEAR}, attempt = 0, replaced = 0,
-                 last_error = NULL, seq = ?4 WHERE {FENCED} AND replaced = 1
-             RETURNING name, next_fire"
-        ))?
+    let superseded = c
+        .prepare_cached(END_SUPERSEDED)?
         .query_row(params![key, owner, run, seq], |r| {
             Ok(RunEnd::Superseded {
                 name: r.get(0)?,
@@ -479,7 +473,7 @@ fn finish_one(
             })
         })
         .optional()?;
-    Ok(released.unwrap_or(RunEnd::Lost))
+    Ok(superseded.unwrap_or(RunEnd::Lost))
 }
 
 /// Draws `n` sequence numbers (in the caller's transaction): the ones
