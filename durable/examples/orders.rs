@@ -1,17 +1,20 @@
 //! A web-style handler: an order placed in a request's transaction, its
 //! reminder scheduled in that same transaction (typed arguments), and sent
-//! by an async handler on a tokio runtime. A request that fails rolls back
+//! by an async handler on a tokio runtime, which marks the order reminded
+//! and ends its run in one transaction (so the mark is written once, even
+//! if the process dies between the two). A request that fails rolls back
 //! both: no order, no reminder.
 //!
 //! ```sh
 //! cargo run -p chronopool-durable --features serde,tokio --example orders
 //! ```
 
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
 
 use chronopool::ScheduledExecutor;
-use chronopool_durable::{Config, DurableScheduler, Job, JobArgs, Schedule};
+use chronopool_durable::{Config, DurableScheduler, Job, JobArgs, JobContext, JobError, Schedule};
 use serde::{Deserialize, Serialize};
 
 /// The reminder's arguments: its type names the handler that sends it.
@@ -56,6 +59,21 @@ fn place_order(
     Ok(())
 }
 
+/// Marks the order reminded and ends the reminder's run, in one
+/// transaction.
+fn mark_reminded(shop: &Path, job: &JobContext<'_>, order: i64) -> Result<(), JobError> {
+    let mut db = rusqlite::Connection::open(shop).map_err(JobError::retry)?;
+    db.busy_timeout(Duration::from_secs(5))
+        .map_err(JobError::retry)?;
+    let mut tx = db
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .map_err(JobError::retry)?;
+    tx.execute("UPDATE orders SET reminded = 1 WHERE id = ?1", [order])
+        .map_err(JobError::retry)?;
+    job.complete_in(&mut tx)?;
+    tx.commit().map_err(JobError::retry)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("shop.db");
@@ -64,27 +82,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let jobs = DurableScheduler::sqlite(&pool, &path, Config::default())?;
 
     let (sent, reminders) = mpsc::channel();
-    jobs.register_typed_async(
-        runtime.handle().clone(),
-        move |_job, remind: RemindToPay| {
-            let sent = sent.clone();
-            async move {
-                // An async mail client would be awaited here.
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                println!(
-                    "reminder sent to {} for order {}",
-                    remind.email, remind.order
-                );
-                let _ = sent.send(remind.order);
-                Ok(())
-            }
-        },
-    );
+    let shop = path.clone();
+    jobs.register_typed_async(runtime.handle().clone(), move |job, remind: RemindToPay| {
+        let (sent, shop) = (sent.clone(), shop.clone());
+        async move {
+            // An async mail client would be awaited here.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            println!(
+                "reminder sent to {} for order {}",
+                remind.email, remind.order
+            );
+            // The order marked and the run ended together (rusqlite
+            // blocks: off the runtime's threads).
+            tokio::task::spawn_blocking(move || mark_reminded(&shop, &job, remind.order))
+                .await
+                .map_err(|e| e.to_string())??;
+            let _ = sent.send(remind.order);
+            Ok(())
+        }
+    });
     jobs.start()?;
 
     let mut db = rusqlite::Connection::open(&path)?;
     db.execute(
-        "CREATE TABLE orders (id INTEGER PRIMARY KEY, email TEXT NOT NULL, items INTEGER NOT NULL)",
+        "CREATE TABLE orders (id INTEGER PRIMARY KEY, email TEXT NOT NULL, items INTEGER NOT NULL,
+                              reminded INTEGER NOT NULL DEFAULT 0)",
         [],
     )?;
     place_order(&mut db, &jobs, 1, "ada@example.com", 3)?;
@@ -96,6 +118,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let order = reminders.recv_timeout(Duration::from_secs(30))?;
     assert_eq!(order, 1);
     assert!(reminders.recv_timeout(Duration::from_secs(2)).is_err());
+    let reminded: i64 =
+        db.query_row("SELECT reminded FROM orders WHERE id = 1", [], |r| r.get(0))?;
+    assert_eq!(reminded, 1);
+    assert!(jobs.job("remind-1")?.is_none());
     jobs.shutdown(Duration::from_secs(5));
     Ok(())
 }
