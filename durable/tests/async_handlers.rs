@@ -3,8 +3,10 @@
 //! does not take it over), its output is its outcome; a future that
 //! panics, a handler that panics before returning one, and a future
 //! dropped unfinished by a runtime shut down are failed attempts, never a
-//! run left claimed. The scheduler's blocking API works from async code
-//! too (PostgreSQL's client blocks on a runtime of its own).
+//! run left claimed; a process killed (SIGKILL) while its run's future is
+//! pending leaves the job to another process once the lease ends. The
+//! scheduler's blocking API works from async code too (PostgreSQL's
+//! client blocks on a runtime of its own).
 
 mod common;
 mod stores;
@@ -14,7 +16,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chronopool_durable::{Config, JobError, JobState, Schedule};
-use stores::{eventually, pool, real_config, Store, BOTH};
+use stores::{
+    child_part, eventually, open_described, pool, real_config, spawn_child, wait_for_line, Store,
+    BOTH,
+};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -204,5 +209,57 @@ fn the_blocking_api_works_from_async_code() {
                 drop(jobs);
             });
         }
+    }
+}
+
+/// The children's bodies: only when a parent runs this test as one.
+#[test]
+#[ignore = "run by the other tests of this file as a child process"]
+fn child() {
+    let Some((part, store)) = child_part() else {
+        return;
+    };
+    assert_eq!(part, "pending");
+    let rt = runtime();
+    let pool = pool(1);
+    let jobs = open_described(&store, &pool, real_config());
+    // Its future says it runs, then never completes.
+    jobs.register_async("work", rt.handle().clone(), |_| async {
+        println!("RUNNING");
+        std::future::pending::<()>().await;
+        Ok(())
+    });
+    jobs.start().unwrap();
+    std::thread::sleep(Duration::from_secs(120));
+}
+
+#[test]
+fn a_process_killed_while_its_future_is_pending_leaves_the_job_to_another() {
+    let rt = runtime();
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(1);
+        let jobs = store.open(&pool, real_config());
+        let attempts = Arc::new(Mutex::new(Vec::new()));
+        let a = attempts.clone();
+        jobs.register_async("work", rt.handle().clone(), move |job| {
+            a.lock().unwrap().push(job.attempt());
+            async { Ok(()) }
+        });
+        jobs.schedule("j", "work", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
+        let mut child = spawn_child("pending", &store);
+        wait_for_line(&mut child, "RUNNING");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(
+            jobs.job("j").unwrap().unwrap().state,
+            JobState::Running,
+            "{kind:?}: the killed run's claim stands until its lease ends"
+        );
+        jobs.start().unwrap();
+        eventually("taken over and done", || jobs.job("j").unwrap().is_none());
+        assert_eq!(*attempts.lock().unwrap(), [2], "{kind:?}");
+        assert!(jobs.metrics().lease_expired + jobs.metrics().reaped >= 1);
     }
 }

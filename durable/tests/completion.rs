@@ -22,7 +22,6 @@
 mod common;
 mod stores;
 
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,7 +30,7 @@ use chronopool::ScheduledExecutor;
 use chronopool_durable::{
     Config, DurableScheduler, IfExists, Job, JobContext, JobError, JobState, Schedule,
 };
-use stores::{eventually, open_described, pool, real_config, Store, BOTH};
+use stores::{child_part, eventually, open_described, pool, real_config, spawn_child, Store, BOTH};
 
 /// The handler's own connection to the store, with an `invoices` table.
 enum Db {
@@ -363,10 +362,7 @@ fn kill_config() -> Config {
 #[test]
 #[ignore = "run by the other tests of this file as a child process"]
 fn child() {
-    let (Ok(part), Ok(store)) = (
-        std::env::var("CHRONOPOOL_DURABLE_CHILD"),
-        std::env::var("CHRONOPOOL_DURABLE_STORE"),
-    ) else {
+    let Some((part, store)) = child_part() else {
         return;
     };
     let pool = pool(2);
@@ -379,18 +375,7 @@ fn child() {
     };
     register(&jobs, &store, move |_| then);
     jobs.start().unwrap();
-    println!("STARTED");
     std::thread::sleep(Duration::from_secs(120));
-}
-
-fn spawn_child(part: &str, store: &Store) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["child", "--exact", "--ignored", "--quiet", "--nocapture"])
-        .env("CHRONOPOOL_DURABLE_CHILD", part)
-        .env("CHRONOPOOL_DURABLE_STORE", store.describe())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
 }
 
 /// A scheduler of the parent's on `store` that commits every run.

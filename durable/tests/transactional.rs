@@ -5,7 +5,10 @@
 //! commit, placed by the notification of the commit (the polls here are a
 //! minute apart), even when the scheduler that scheduled it is gone; and on
 //! PostgreSQL, a transaction whose sequence numbers others overtook while
-//! it was open is still placed at its commit.
+//! it was open is still placed at its commit. A process killed (`abort`)
+//! between its `schedule_in` and its commit leaves neither the order nor
+//! the job; one killed just after its commit leaves both, and another
+//! process runs the job.
 
 mod common;
 mod stores;
@@ -14,7 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use chronopool_durable::{Config, DurableScheduler, Job, Schedule};
-use stores::{eventually, pool, real_config, Kind, Store, BOTH};
+use stores::{
+    child_part, eventually, open_described, pool, real_config, spawn_child, Kind, Store, BOTH,
+};
 
 /// Polls a minute apart: what runs within seconds was placed by a
 /// notification (PostgreSQL) or a look at the file's change counter
@@ -34,9 +39,14 @@ enum App {
 
 impl App {
     fn open(store: &Store) -> App {
-        match store.kind {
-            Kind::Sqlite => {
-                let c = rusqlite::Connection::open(store.path()).unwrap();
+        App::open_described(&store.describe())
+    }
+
+    /// On the store `Store::describe` described.
+    fn open_described(store: &str) -> App {
+        match store.split_once(':').unwrap() {
+            ("sqlite", path) => {
+                let c = rusqlite::Connection::open(path).unwrap();
                 c.busy_timeout(Duration::from_secs(5)).unwrap();
                 c.execute(
                     "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY)",
@@ -45,8 +55,7 @@ impl App {
                 .unwrap();
                 App::Sqlite(c)
             }
-            Kind::Postgres => {
-                let params = store.params.as_deref().unwrap();
+            (_, params) => {
                 let mut c = postgres::Client::connect(params, postgres::NoTls).unwrap();
                 c.batch_execute("CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY)")
                     .unwrap();
@@ -66,6 +75,19 @@ impl App {
         before_commit: Duration,
         commit: bool,
     ) -> Instant {
+        self.order_then(scheduler, id, jobs, before_commit, commit, || {})
+    }
+
+    /// `order`, then `after` (before the transaction is dropped).
+    fn order_then(
+        &mut self,
+        scheduler: &DurableScheduler,
+        id: i64,
+        jobs: Vec<Job>,
+        before_commit: Duration,
+        commit: bool,
+        after: impl FnOnce(),
+    ) -> Instant {
         match self {
             App::Sqlite(c) => {
                 let mut tx = c.transaction().unwrap();
@@ -76,7 +98,9 @@ impl App {
                 if commit {
                     tx.commit().unwrap();
                 } else {
+                    after();
                     tx.rollback().unwrap();
+                    return Instant::now();
                 }
             }
             App::Postgres(c) => {
@@ -88,10 +112,13 @@ impl App {
                 if commit {
                     tx.commit().unwrap();
                 } else {
+                    after();
                     tx.rollback().unwrap();
+                    return Instant::now();
                 }
             }
         }
+        after();
         Instant::now()
     }
 
@@ -244,4 +271,49 @@ fn a_transaction_overtaken_by_later_schedules_is_placed_at_its_commit() {
         after < Duration::from_secs(10),
         "placed by a poll, {after:?} later"
     );
+}
+
+/// The children's bodies: only when a parent runs this test as one.
+#[test]
+#[ignore = "run by the other tests of this file as a child process"]
+fn child() {
+    let Some((part, store)) = child_part() else {
+        return;
+    };
+    let pool = pool(1);
+    let jobs = open_described(&store, &pool, slow_polls());
+    let mut app = App::open_described(&store);
+    // Dies (`abort`: no rollback sent, no destructor) before its commit,
+    // or just after it.
+    let commit = part == "die_after_commit";
+    app.order_then(&jobs, 5, vec![remind(5)], Duration::ZERO, commit, || {
+        std::process::abort()
+    });
+    unreachable!("aborted");
+}
+
+#[test]
+fn a_process_killed_before_its_commit_leaves_nothing_and_after_it_everything() {
+    for kind in BOTH {
+        for part in ["die_before_commit", "die_after_commit"] {
+            let store = Store::new(kind);
+            let pool = pool(2);
+            let jobs = store.open(&pool, slow_polls());
+            let runs = register(&jobs);
+            jobs.start().unwrap();
+            let status = spawn_child(part, &store).wait().unwrap();
+            assert!(!status.success(), "{kind:?} {part}: the child aborted");
+            let mut app = App::open(&store);
+            if part == "die_before_commit" {
+                std::thread::sleep(Duration::from_millis(500));
+                assert!(!app.has_order(5), "{kind:?}: no order");
+                assert!(jobs.job("remind-5").unwrap().is_none(), "{kind:?}: no job");
+                assert!(runs.lock().unwrap().is_empty(), "{kind:?}: nothing ran");
+            } else {
+                assert!(app.has_order(5), "{kind:?}: the order");
+                eventually("the job runs here", || runs.lock().unwrap().len() == 1);
+                assert_eq!(runs.lock().unwrap()[0].0, "5", "{kind:?}");
+            }
+        }
+    }
 }

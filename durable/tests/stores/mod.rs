@@ -100,3 +100,42 @@ pub fn eventually(what: &str, mut done: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// This test binary run again as a child process, to run only its test
+/// `child` (ignored otherwise) with `CHRONOPOOL_DURABLE_CHILD` set to
+/// `part` and `CHRONOPOOL_DURABLE_STORE` to the store; its stdout piped.
+pub fn spawn_child(part: &str, store: &Store) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["child", "--exact", "--ignored", "--quiet", "--nocapture"])
+        .env("CHRONOPOOL_DURABLE_CHILD", part)
+        .env("CHRONOPOOL_DURABLE_STORE", store.describe())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// In a child process: its part and its store, if it is one.
+pub fn child_part() -> Option<(String, String)> {
+    Some((
+        std::env::var("CHRONOPOOL_DURABLE_CHILD").ok()?,
+        std::env::var("CHRONOPOOL_DURABLE_STORE").ok()?,
+    ))
+}
+
+/// Reads the child's stdout until a line that is `line`.
+pub fn wait_for_line(child: &mut std::process::Child, line: &str) {
+    use std::io::BufRead;
+    let out = child.stdout.as_mut().unwrap();
+    let mut reader = std::io::BufReader::new(out);
+    let mut read = String::new();
+    loop {
+        read.clear();
+        assert!(
+            reader.read_line(&mut read).unwrap() > 0,
+            "the child ended before {line}"
+        );
+        if read.trim() == line {
+            return;
+        }
+    }
+}
