@@ -71,6 +71,16 @@ pub struct Config {
     /// also draws a unique identity of 128 random bits when it is made,
     /// which is what claims are checked against.
     pub name: Option<String>,
+    /// Whether this scheduler listens for other processes' schedules
+    /// (true): on PostgreSQL a connection of its own that `LISTEN`s (a job
+    /// another process schedules for now is placed within milliseconds);
+    /// on SQLite a look at the file's change counter every 25 ms. False:
+    /// other processes' schedules are placed at the next
+    /// [`poll`](Config::poll_interval) (for a connection pooler that does
+    /// not pass `LISTEN` on, such as PgBouncer in transaction mode, or to
+    /// spare the connection). This process's own schedules are placed at
+    /// once either way, and the polls stay the source of truth.
+    pub notifications: bool,
 }
 
 impl Default for Config {
@@ -78,6 +88,7 @@ impl Default for Config {
         Config {
             window: Duration::from_secs(60),
             poll_interval: Duration::from_secs(10),
+            notifications: true,
             lease: Duration::from_secs(60),
             max_attempts: 5,
             retry: Backoff::exponential(Duration::from_secs(1), 2.0, Duration::from_secs(300)),

@@ -1,7 +1,8 @@
 //! Jobs scheduled by another scheduler (another process, or another
 //! scheduler on the same store) for now run within milliseconds, not at
 //! the next poll: PostgreSQL notifies, SQLite's file shows the commit. A
-//! notification lost costs latency, never the job.
+//! notification lost costs latency, never the job. With
+//! `Config::notifications` off, the next poll places it.
 
 mod common;
 mod stores;
@@ -91,4 +92,40 @@ fn a_lost_notification_delays_never_loses() {
         .schedule("k", "work", b"", Schedule::After(Duration::ZERO))
         .unwrap();
     assert_eq!(ran.recv_timeout(Duration::from_secs(15)).unwrap(), "k");
+}
+
+/// Without notifications (`Config::notifications` false: no listener on
+/// PostgreSQL, no look at the file on SQLite), another scheduler's job is
+/// placed by the next poll, not before.
+#[test]
+fn without_notifications_the_next_poll_places_it() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(2);
+        let mut config = Config::default();
+        config.notifications = false;
+        config.poll_interval = Duration::from_secs(3);
+        let runner = store.open(&pool, config);
+        let (ran_tx, ran) = mpsc::channel();
+        let ran_tx = Mutex::new(ran_tx);
+        runner.register("work", move |_| {
+            ran_tx.lock().unwrap().send(Instant::now()).unwrap();
+            Ok(())
+        });
+        runner.start().unwrap();
+        // Its first poll, at the start, is done: the next is 3 s later.
+        std::thread::sleep(Duration::from_millis(200));
+        let other = store.open(&pool, Config::default());
+        let scheduled = Instant::now();
+        other
+            .schedule("elsewhere", "work", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
+        assert!(
+            ran.recv_timeout(Duration::from_secs(1)).is_err(),
+            "{kind:?}: placed before the poll, without notifications"
+        );
+        let at = ran.recv_timeout(Duration::from_secs(10)).unwrap();
+        let after = at - scheduled;
+        assert!(after < Duration::from_secs(4), "{kind:?}: {after:?}");
+    }
 }

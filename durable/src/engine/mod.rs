@@ -276,7 +276,7 @@ pub(crate) fn start(
         })
         .map(|t| threads.poll = Some(t))
         .and_then(|()| {
-            if !store.notifies() {
+            if !store.notifies() || !shared.config.notifications {
                 return Ok(());
             }
             let stop = Arc::new(AtomicBool::new(false));

@@ -86,7 +86,7 @@ impl PollLoop {
     }
 
     pub(crate) fn run(mut self) {
-        let watch = !self.store.notifies();
+        let watch = !self.store.notifies() && self.shared.config.notifications;
         loop {
             let mut wait = if self.failures > 0 {
                 Duration::from_millis(100)
