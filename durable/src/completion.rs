@@ -127,15 +127,29 @@ impl JobContext<'_> {
     /// the run left nothing, and the job runs again when its lease ends;
     /// after it, the job is done (or waits for its next occurrence).
     ///
-    /// Call it last, just before the commit: from here until then the job's
-    /// row is locked (SQLite: the file's write lock; PostgreSQL: the row),
-    /// and the scheduler's renewals wait for it. On SQLite, begin `tx` with
-    /// `TransactionBehavior::Immediate`, as for any transaction that
-    /// writes.
+    /// Call it once per transaction, last, just before the commit:
+    ///
+    /// * On PostgreSQL the job's row is locked from here until the commit:
+    ///   the scheduler's renewals skip it, but any other statement on it
+    ///   waits, so do not call the scheduler's API on this job's key
+    ///   meanwhile (`cancel`, `schedule`: on the same thread that waits
+    ///   forever). Use the default isolation, `READ COMMITTED`: under
+    ///   `REPEATABLE READ` the scheduler's renewals make the end fail with
+    ///   a serialization error.
+    /// * On SQLite the transaction holds the file's write lock from its
+    ///   first write until the commit, and every writer waits for it, the
+    ///   scheduler too; begin it with `TransactionBehavior::Immediate`
+    ///   (a deferred one that reads first may fail with `SQLITE_BUSY`).
+    /// * Once it has committed, the job is free: a recurring job's next
+    ///   occurrence may start (here or elsewhere) before this handler has
+    ///   returned.
     ///
     /// If `tx` rolls back, so does the end: the run then ends with what the
     /// handler returns, as if this had not been called. Once `tx` has
-    /// committed, what the handler returns changes nothing.
+    /// committed, what the handler returns changes nothing in the store
+    /// (a handler that returns an error after its commit is counted as a
+    /// lost run in [`DurableMetrics`](crate::DurableMetrics), not as a
+    /// success).
     ///
     /// # Errors
     ///
@@ -190,7 +204,8 @@ impl JobContext<'_> {
     /// handler's (`sqlx::Transaction<'_, Postgres>` or
     /// `sqlx::Transaction<'_, Sqlite>`, on the scheduler's store; feature
     /// `sqlx`), awaited on the handler's runtime: for an
-    /// [async handler](crate::DurableScheduler::register_async).
+    /// [async handler](crate::DurableScheduler::register_async). On SQLite,
+    /// begin it with `pool.begin_with("BEGIN IMMEDIATE")`.
     ///
     /// # Errors
     ///

@@ -22,7 +22,7 @@
 mod common;
 mod stores;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -30,7 +30,9 @@ use chronopool::ScheduledExecutor;
 use chronopool_durable::{
     Config, DurableScheduler, IfExists, Job, JobContext, JobError, JobState, Schedule,
 };
-use stores::{child_part, eventually, open_described, pool, real_config, spawn_child, Store, BOTH};
+use stores::{
+    child_part, eventually, open_described, pool, real_config, spawn_child, Kind, Store, BOTH,
+};
 
 /// The handler's own connection to the store, with an `invoices` table.
 enum Db {
@@ -340,6 +342,54 @@ fn a_run_whose_job_was_replaced_ends_and_the_new_schedule_runs() {
         assert_eq!(db.invoices("k"), 2, "{kind:?}");
         assert_eq!(jobs.metrics().lost, 0, "{kind:?}");
     }
+}
+
+/// On PostgreSQL the handler's transaction holds its job's row from
+/// `complete_in` to its commit; the scheduler's renewals skip that row, so
+/// the other runs' ends, claims and renewals go on meanwhile, even past
+/// the held run's lease.
+#[test]
+fn on_postgres_a_run_ending_in_its_transaction_holds_up_no_other_run() {
+    let store = Store::new(Kind::Postgres);
+    let pool = pool(2);
+    let jobs = store.open(&pool, real_config());
+    let params = store.params.clone().unwrap();
+    let committed = Arc::new(AtomicBool::new(false));
+    let c = committed.clone();
+    let (completing_tx, completing) = std::sync::mpsc::channel();
+    let completing_tx = Mutex::new(completing_tx);
+    jobs.register("slow", move |job| {
+        let mut client = postgres::Client::connect(&params, postgres::NoTls).unwrap();
+        let mut tx = client.transaction().unwrap();
+        job.complete_in(&mut tx)?;
+        completing_tx.lock().unwrap().send(()).unwrap();
+        // Past the run's 1 s lease, its row locked all along.
+        std::thread::sleep(Duration::from_millis(2_500));
+        c.store(true, Ordering::SeqCst);
+        tx.commit().unwrap();
+        Ok(())
+    });
+    jobs.register("quick", |_| Ok(()));
+    jobs.start().unwrap();
+    jobs.schedule("slow", "slow", b"", Schedule::After(Duration::ZERO))
+        .unwrap();
+    completing.recv_timeout(Duration::from_secs(30)).unwrap();
+    for n in 0..5 {
+        let key = format!("quick-{n}");
+        jobs.schedule(&key, "quick", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
+        eventually("the quick run ends", || jobs.job(&key).unwrap().is_none());
+        assert!(
+            !committed.load(Ordering::SeqCst),
+            "quick-{n} waited for the slow run's commit"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eventually("the slow run ends", || jobs.job("slow").unwrap().is_none());
+    eventually("and is counted", || jobs.metrics().running == 0);
+    let metrics = jobs.metrics();
+    assert_eq!(metrics.succeeded, 6, "{metrics:?}");
+    assert_eq!(metrics.lost, 0, "{metrics:?}");
 }
 
 // ---- Kills -------------------------------------------------------------

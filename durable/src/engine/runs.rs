@@ -618,11 +618,15 @@ impl RunLoop {
     /// its fence gone).
     fn stored(&self, end: End, stored: RunEnd, now: Micros) {
         let key = &end.fence.key;
-        // Its handler ended it in a transaction of its own, which
-        // committed: the fence was gone when this finish came
-        // (`completion.rs`). The run is what that transaction stored.
+        // Its handler ended it in a transaction of its own and returned
+        // success, and the fence was gone when this finish came: that
+        // transaction committed (`completion.rs`). The run is what it
+        // stored. (A handler that returned an error is counted by this
+        // finish, lost: its transaction, if it committed, is not known to.)
         let (finish, stored) = match end.completed {
-            Some(completed) if stored == RunEnd::Lost => (completed.finish, completed.end),
+            Some(completed) if stored == RunEnd::Lost && end.finish.succeeded() => {
+                (completed.finish, completed.end)
+            }
             _ => (end.finish, stored),
         };
         let (outcome, next, error) = match &finish {

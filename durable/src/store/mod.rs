@@ -266,6 +266,12 @@ pub(crate) struct Ending<'a> {
 }
 
 impl Finish {
+    /// True if it is the finish of a success (the job goes on, or is
+    /// done).
+    pub(crate) fn succeeded(&self) -> bool {
+        matches!(self, Finish::Done { .. } | Finish::Next { .. })
+    }
+
     /// True if it deletes the row: a one-shot success not kept.
     pub(crate) fn deletes(&self) -> bool {
         matches!(self, Finish::Done { keep: false, .. })

@@ -249,9 +249,12 @@ impl Drop for PgConn {
     }
 }
 
-/// True on a thread that drives a tokio runtime's tasks (an async
-/// handler, a web request): `postgres`'s client blocks on a runtime of its
-/// own, which tokio refuses to start, or drop, there.
+/// True on a thread inside a tokio runtime's context (one that drives its
+/// tasks: an async handler, a web request; also `spawn_blocking`'s
+/// threads and `Handle::enter`, where moving off costs a thread and
+/// nothing else): `postgres`'s client blocks on a runtime of its own,
+/// which tokio refuses to start, or drop, there. (A thread that cannot be
+/// spawned for the call panics, as `std::thread::scope` does.)
 fn in_async_context() -> bool {
     tokio::runtime::Handle::try_current().is_ok()
 }
@@ -442,6 +445,28 @@ macro_rules! micros_at {
         )
     };
 }
+
+/// The renewal of the leases of runs: keys `$1`, runs `$2`, owner `$3`,
+/// until `$4`; the fences that held. A row locked by another transaction
+/// is skipped, not waited for: a handler that ends its run in its own
+/// transaction (`JobContext::complete_in`) holds its row until it commits,
+/// and an exchange that waited for it would hold up every other run's end,
+/// claim and renewal meanwhile. A skipped row whose fence the statement's
+/// snapshot shows is counted as held (its run is ending; if its handler's
+/// transaction rolls back, the next renewal extends it).
+const RENEW: &str = "
+    WITH free AS (
+        SELECT j.key FROM chronopool_jobs AS j
+            JOIN unnest($1::text[], $2::bigint[]) AS f(key, run)
+              ON j.key = f.key AND j.run = f.run
+            WHERE j.owner = $3 AND j.state = 'running'
+            FOR UPDATE OF j SKIP LOCKED
+    ), renewed AS (
+        UPDATE chronopool_jobs AS j SET lease_until = $4 FROM free WHERE j.key = free.key
+    )
+    SELECT f.key, f.run FROM chronopool_jobs AS j
+        JOIN unnest($1::text[], $2::bigint[]) AS f(key, run) ON j.key = f.key AND j.run = f.run
+        WHERE j.owner = $3 AND j.state = 'running'";
 
 /// The ends that delete their rows (`Finish::deletes`): keys `$1`, runs
 /// `$2`, owner `$3`; the fences that held.
@@ -651,7 +676,7 @@ impl Statements for postgres::Transaction<'_> {
     }
 
     /// A run ended in the application's transaction: its row stays locked
-    /// until the commit (the run loop's renewal of it waits). A replaced
+    /// until the commit (the run loop's renewals skip it: `RENEW`). A replaced
     /// job's new schedule gets its sequence number here, before the
     /// commit: the notification asks for a full poll, as `upsert_jobs`'s.
     fn end_run(&mut self, run: RunToEnd<'_>) -> Result<EndedIn, StoreError> {
@@ -806,13 +831,7 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
     if let Some((fences, until)) = x.renew {
         let keys: Vec<&str> = fences.iter().map(|f| f.key.as_str()).collect();
         let runs: Vec<i64> = fences.iter().map(|f| f.run).collect();
-        let rows = tx.query(
-            "UPDATE chronopool_jobs AS j SET lease_until = $4
-             FROM unnest($1::text[], $2::bigint[]) AS f(key, run)
-             WHERE j.key = f.key AND j.run = f.run AND j.owner = $3 AND j.state = 'running'
-             RETURNING f.key, f.run",
-            &[&keys, &runs, &owner.id, &at(until)],
-        )?;
+        let rows = tx.query(RENEW, &[&keys, &runs, &owner.id, &at(until)])?;
         let held = fences_of(&rows)?;
         done.renewed = fences
             .iter()
