@@ -24,25 +24,38 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// One repetition on a fresh `store`; `child` is the inserting process's
 /// command (not started yet): measures, prints, adds to `report`.
+/// With `polled`, the worker is told of nothing and polls
+/// (`System::with_polling_worker`).
 pub fn measure(
     system: &dyn System,
     store: &Store,
     jobs: usize,
     mut child: Command,
+    polled: bool,
     rep: usize,
     report: &mut Report,
 ) {
     let name = system.name();
     let slots = Arc::new(Slots::new(jobs));
     let mut inserted = None;
-    let ran = system.with_worker(store, &slots, &mut || {
+    let mut during = || {
         std::thread::sleep(SETTLE);
         let status = child.status().expect("the immediate child");
         inserted = Some(status);
         slots.wait_for(jobs, Instant::now() + PATIENCE);
-    });
+    };
+    let ran = if polled {
+        system.with_polling_worker(store, &slots, &mut during)
+    } else {
+        system.with_worker(store, &slots, &mut during)
+    };
+    let group = if polled {
+        "immediate (polled)"
+    } else {
+        "immediate"
+    };
     if !ran {
-        eprintln!("rep {rep} {name} immediate: not measured (the system cannot)");
+        eprintln!("rep {rep} {name} {group}: not measured (the system cannot)");
         return;
     }
     let status = inserted.expect("the child ran");
@@ -52,10 +65,13 @@ pub fn measure(
         .map(|&l| l as f64 / 1000.0)
         .collect();
     late.sort_by(f64::total_cmp);
-    let (p50, p99) = (slots::percentile(&late, 50.0), slots::percentile(&late, 99.0));
+    let (p50, p99) = (
+        slots::percentile(&late, 50.0),
+        slots::percentile(&late, 99.0),
+    );
     let complete = status.success() && slots.ran() == jobs;
     eprintln!(
-        "rep {rep} {name} immediate: {jobs} jobs due now inserted by another process {GAP:?} \
+        "rep {rep} {name} {group}: {jobs} jobs due now inserted by another process {GAP:?} \
          apart; from just before each insert call to its run: p50 {p50:.1} ms, p99 {p99:.1} ms, \
          min {:.1} ms, max {:.1} ms; ran {} of {jobs}, {} repeated runs{}",
         late.first().copied().unwrap_or(f64::NAN),
@@ -69,7 +85,12 @@ pub fn measure(
         }
     );
     if complete {
-        report.add(name, Metric::ImmediateP50Ms, p50);
-        report.add(name, Metric::ImmediateP99Ms, p99);
+        let (m50, m99) = if polled {
+            (Metric::ImmediatePolledP50Ms, Metric::ImmediatePolledP99Ms)
+        } else {
+            (Metric::ImmediateP50Ms, Metric::ImmediateP99Ms)
+        };
+        report.add(name, m50, p50);
+        report.add(name, m99, p99);
     }
 }

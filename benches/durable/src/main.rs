@@ -11,11 +11,11 @@
 //! `--child rss|recovery|immediate <system>` is this binary re-executed
 //! for a measurement in a fresh process.
 
+mod burndown;
+mod immediate;
 /// The PostgreSQL server the durable crate's tests start.
 #[path = "../../../durable/tests/common/mod.rs"]
 mod pg;
-mod burndown;
-mod immediate;
 mod report;
 mod rng;
 mod rss;
@@ -210,9 +210,8 @@ fn by_second(delays_ms: &[u64], slots: &slots::Slots) {
 /// traced: what it sets, as a line for stderr.
 fn sqlite_trial(system: &dyn System, dir: &Path) -> String {
     let store = Store::Sqlite(dir.join(format!("{}-trial.db", system.name())));
-    let (run, opened, pragmas) = sqlite_settings::trace(|| {
-        system.durable(&store, &[0], 1, Duration::from_secs(60))
-    });
+    let (run, opened, pragmas) =
+        sqlite_settings::trace(|| system.durable(&store, &[0], 1, Duration::from_secs(60)));
     if let Store::Sqlite(path) = &store {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
@@ -222,7 +221,11 @@ fn sqlite_trial(system: &dyn System, dir: &Path) -> String {
         "SQLite settings of {} (its PRAGMAs, traced on a trial run of one job{}): {}; \
          connections opened in that run: {opened}; unset ones are SQLite's defaults",
         system.name(),
-        if run.slots.ran() == 1 { "" } else { ", which did not run" },
+        if run.slots.ran() == 1 {
+            ""
+        } else {
+            ", which did not run"
+        },
         if pragmas.is_empty() {
             "none".to_owned()
         } else {
@@ -254,7 +257,11 @@ fn parent(args: &[String]) {
         args.iter().map(String::as_str).collect()
     };
     for g in &groups {
-        assert!(GROUPS.contains(g), "unknown group {g:?} ({})", GROUPS.join(", "));
+        assert!(
+            GROUPS.contains(g),
+            "unknown group {g:?} ({})",
+            GROUPS.join(", ")
+        );
     }
     let (durable_jobs, rss_jobs, recovery_jobs, burndown_jobs) = (
         scaled(DURABLE_JOBS, scale),
@@ -424,10 +431,20 @@ fn parent(args: &[String]) {
                 );
             }
             if groups.contains(&"immediate") {
-                let f = fresh(system, "immediate", rep, dir.path(), server.as_ref());
-                let mut child = child_command("immediate", system, &f.store, immediate_jobs);
-                child.stdout(Stdio::null());
-                immediate::measure(system, &f.store, immediate_jobs, child, rep, &mut report);
+                for polled in [false, true] {
+                    let f = fresh(system, "immediate", rep, dir.path(), server.as_ref());
+                    let mut child = child_command("immediate", system, &f.store, immediate_jobs);
+                    child.stdout(Stdio::null());
+                    immediate::measure(
+                        system,
+                        &f.store,
+                        immediate_jobs,
+                        child,
+                        polled,
+                        rep,
+                        &mut report,
+                    );
+                }
             }
         }
     }

@@ -16,6 +16,8 @@ pub enum Metric {
     BurndownJobsPerS,
     ImmediateP50Ms,
     ImmediateP99Ms,
+    ImmediatePolledP50Ms,
+    ImmediatePolledP99Ms,
 }
 
 impl Metric {
@@ -29,6 +31,8 @@ impl Metric {
             Metric::BurndownJobsPerS => "burndown_jobs_per_s",
             Metric::ImmediateP50Ms => "immediate_p50_ms",
             Metric::ImmediateP99Ms => "immediate_p99_ms",
+            Metric::ImmediatePolledP50Ms => "immediate_polled_p50_ms",
+            Metric::ImmediatePolledP99Ms => "immediate_polled_p99_ms",
         }
     }
 
@@ -37,7 +41,10 @@ impl Metric {
     pub fn workload(self) -> &'static str {
         match self {
             Metric::BurndownJobsPerS => "burndown",
-            Metric::ImmediateP50Ms | Metric::ImmediateP99Ms => "immediate",
+            Metric::ImmediateP50Ms
+            | Metric::ImmediateP99Ms
+            | Metric::ImmediatePolledP50Ms
+            | Metric::ImmediatePolledP99Ms => "immediate",
             _ => "durable",
         }
     }
@@ -157,10 +164,7 @@ impl Report {
         for &o in &ours {
             header.push_str(&format!(
                 " {:>30}",
-                format!(
-                    "{}: ours/best peer",
-                    store_kind(self.systems[o])
-                )
+                format!("{}: ours/best peer", store_kind(self.systems[o]))
             ));
         }
         eprintln!("{header}");

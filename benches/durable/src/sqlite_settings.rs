@@ -67,8 +67,7 @@ unsafe extern "C" fn on_statement(
     _statement: *mut c_void,
     x: *mut c_void,
 ) -> c_int {
-    if kind != ffi::SQLITE_TRACE_STMT as c_uint || x.is_null() || !TRACING.load(Ordering::SeqCst)
-    {
+    if kind != ffi::SQLITE_TRACE_STMT as c_uint || x.is_null() || !TRACING.load(Ordering::SeqCst) {
         return 0;
     }
     // SAFETY: SQLite passes the statement's text, nul-terminated.
@@ -87,7 +86,10 @@ unsafe extern "C" fn on_statement(
 /// `name=value`; `None` for anything else.
 fn setting(statement: &str) -> Option<String> {
     let s = statement.trim();
-    let rest = s.get(..6)?.eq_ignore_ascii_case("pragma").then(|| &s[6..])?;
+    let rest = s
+        .get(..6)?
+        .eq_ignore_ascii_case("pragma")
+        .then(|| &s[6..])?;
     let (name, value) = rest
         .split_once('=')
         .or_else(|| rest.split_once('('))

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant, SystemTime};
 use chronopool::ScheduledExecutor;
 use chronopool_durable::{Config, DurableScheduler, Job as DurableJob, Schedule};
 
-use super::{batches, paced, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE};
+use super::{
+    batches, paced, BurnDown, DurableRun, Recovery, Store, System, BURNDOWN_PAUSE, POLLED_INTERVAL,
+};
 use crate::slots::Slots;
 
 /// The lease of the recovery workload (the default is 60 s).
@@ -58,6 +60,24 @@ impl ChronopoolDurable {
             Store::Postgres { params, .. } => DurableScheduler::postgres(pool, params, config),
         }
         .expect("chronopool-durable opens its store")
+    }
+
+    /// The immediate workload's worker, with `config`.
+    fn worker(
+        &self,
+        store: &Store,
+        config: Config,
+        slots: &Arc<Slots>,
+        during: &mut dyn FnMut(),
+    ) -> bool {
+        let pool = executor();
+        let jobs = self.open(&pool, store, config);
+        Self::register(&jobs, slots);
+        jobs.start().expect("start");
+        during();
+        drop(jobs);
+        drop(pool);
+        true
     }
 
     /// Registers the no-op handler that records into `slots`.
@@ -203,14 +223,20 @@ impl System for ChronopoolDurable {
     }
 
     fn with_worker(&self, store: &Store, slots: &Arc<Slots>, during: &mut dyn FnMut()) -> bool {
-        let pool = executor();
-        let jobs = self.open(&pool, store, Config::default());
-        Self::register(&jobs, slots);
-        jobs.start().expect("start");
-        during();
-        drop(jobs);
-        drop(pool);
-        true
+        self.worker(store, Config::default(), slots, during)
+    }
+
+    /// `Config::notifications` off, polls every `POLLED_INTERVAL`.
+    fn with_polling_worker(
+        &self,
+        store: &Store,
+        slots: &Arc<Slots>,
+        during: &mut dyn FnMut(),
+    ) -> bool {
+        let mut config = Config::default();
+        config.notifications = false;
+        config.poll_interval = POLLED_INTERVAL;
+        self.worker(store, config, slots, during)
     }
 
     /// A scheduler that is not started (it runs nothing), each job one
@@ -260,7 +286,8 @@ impl System for ChronopoolDurable {
         // (`job(key)` for each key would take long enough for the jobs
         // left to fall due meanwhile). A running job is claimed, under a
         // lease.
-        let sql = "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0) \
+        let sql =
+            "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0) \
                    FROM chronopool_jobs";
         let (remaining, in_flight): (i64, i64) = match store {
             Store::Sqlite(path) => rusqlite::Connection::open(path)

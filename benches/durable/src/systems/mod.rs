@@ -193,6 +193,18 @@ pub trait System: Sync {
         false
     }
 
+    /// [`with_worker`](Self::with_worker), the worker told of nothing: it
+    /// finds the other process's jobs by polling alone, as often as apalis
+    /// polls ([`POLLED_INTERVAL`]). False where the system cannot choose.
+    fn with_polling_worker(
+        &self,
+        _store: &Store,
+        _slots: &Arc<Slots>,
+        _during: &mut dyn FnMut(),
+    ) -> bool {
+        false
+    }
+
     /// The immediate workload's other process: opens `store` with no
     /// worker and inserts `n` jobs due now, one at a time, `gap` apart
     /// ([`paced`]), each payload carrying its index and the wall time just
@@ -219,6 +231,10 @@ pub trait System: Sync {
         unimplemented!("{} has no recovery workload", self.name())
     }
 }
+
+/// How often a worker told of nothing polls, in the immediate workload's
+/// second measure: apalis's poll interval.
+pub const POLLED_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Every system, in the order of the results.
 pub fn all() -> Vec<Box<dyn System>> {

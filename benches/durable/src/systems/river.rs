@@ -15,8 +15,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use riverqueue::jiff::Timestamp;
 use riverqueue::migrate::{PostgresMigrator, SqliteMigrator};
 use riverqueue::sqlx::postgres::PgPool;
-use riverqueue::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
 use riverqueue::sqlx::sqlite::SqlitePoolOptions;
+use riverqueue::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool};
 use riverqueue::{
     Client, InsertOpts, Job, JobArgs, MaintenanceConfig, QueueConfig, Retention, RunHandle,
     WorkContext, WorkOutcome, Workers,
@@ -123,7 +123,9 @@ impl Pool {
 
     /// A client that only inserts (no queue, no worker).
     fn inserter(&self) -> Client {
-        self.builder().build().expect("River: an insert-only client")
+        self.builder()
+            .build()
+            .expect("River: an insert-only client")
     }
 
     /// A client working the default queue with the no-op handler into
@@ -151,7 +153,8 @@ impl Pool {
 
     /// Jobs not finalized, and of those the ones running.
     async fn unfinished(&self) -> (usize, usize) {
-        let sql = "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0) \
+        let sql =
+            "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state = 'running' THEN 1 ELSE 0 END), 0) \
                    FROM river_job WHERE state NOT IN ('completed', 'cancelled', 'discarded')";
         let (left, running): (i64, i64) = match self {
             Pool::Sqlite(pool) => riverqueue::sqlx::query_as(sql).fetch_one(pool).await,
@@ -318,7 +321,10 @@ impl System for River {
                         since_us,
                     })
                     .collect();
-                inserter.insert_many(chunk).await.expect("River: insert_many");
+                inserter
+                    .insert_many(chunk)
+                    .await
+                    .expect("River: insert_many");
             }
             start.elapsed()
         });
