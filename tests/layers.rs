@@ -51,10 +51,10 @@ const DURABLE: &[(&str, &[&str])] = &[
     ("store", &["store"]),
     (
         "model",
-        &["job", "completion", "config", "metrics", "spawn"],
+        &["job", "completion", "config", "metrics", "spawn", "listing"],
     ),
     ("engine", &["engine"]),
-    ("api", &["lib", "scheduler", "typed"]),
+    ("api", &["lib", "scheduler", "typed", "control"]),
 ];
 
 /// The rank of the layer that holds top-level module `module`.

@@ -31,6 +31,11 @@ use std::sync::{Arc, Mutex};
 use crate::job::{JobContext, JobError};
 use crate::store::app_transaction::{EndedIn, RunToEnd};
 use crate::store::{AppTransaction, Fence, Finish, Row, RunEnd};
+use crate::time::Micros;
+
+/// A run's success as of when it is asked for: its finish, and the time
+/// its history row records (`None`: no history).
+type Success = dyn Fn(&Row) -> (Finish, Option<Micros>) + Send + Sync;
 
 /// What a run's handler can end its run with, and what it did: shared by
 /// the run (which made it) and the handler's context.
@@ -38,8 +43,9 @@ pub(crate) struct RunRecord {
     /// The run's owner's id and fence.
     owner: String,
     fence: Fence,
-    /// The finish of a success of this run, as of when it is asked for.
-    success: Box<dyn Fn(&Row) -> Finish + Send + Sync>,
+    /// The finish of a success of this run, as of when it is asked for,
+    /// and the time its history row records (`None`: no history).
+    success: Box<Success>,
     /// The last end the handler stored in a transaction of its own.
     completed: Mutex<Option<Completed>>,
 }
@@ -65,7 +71,7 @@ impl RunRecord {
     pub(crate) fn new(
         owner: String,
         fence: Fence,
-        success: impl Fn(&Row) -> Finish + Send + Sync + 'static,
+        success: impl Fn(&Row) -> (Finish, Option<Micros>) + Send + Sync + 'static,
     ) -> Arc<RunRecord> {
         Arc::new(RunRecord {
             owner,
@@ -84,11 +90,12 @@ impl RunRecord {
     }
 
     /// The statement's arguments for this run's success, now.
-    fn to_end<'a>(&'a self, finish: &'a Finish) -> RunToEnd<'a> {
+    fn to_end<'a>(&'a self, finish: &'a Finish, record_at: Option<Micros>) -> RunToEnd<'a> {
         RunToEnd {
             owner: &self.owner,
             fence: &self.fence,
             finish,
+            record_at,
         }
     }
 
@@ -195,8 +202,10 @@ impl JobContext<'_> {
     /// ```
     pub fn complete_in<T: AppTransaction + ?Sized>(&self, tx: &mut T) -> Result<(), JobError> {
         let record = self.record();
-        let finish = (record.success)(self.row());
-        let ended = tx.end_run(record.to_end(&finish)).map_err(failed)?;
+        let (finish, record_at) = (record.success)(self.row());
+        let ended = tx
+            .end_run(record.to_end(&finish, record_at))
+            .map_err(failed)?;
         record.record(finish, ended)
     }
 
@@ -237,8 +246,11 @@ impl JobContext<'_> {
         tx: &mut T,
     ) -> Result<(), JobError> {
         let record = self.record();
-        let finish = (record.success)(self.row());
-        let ended = tx.end_run(record.to_end(&finish)).await.map_err(failed)?;
+        let (finish, record_at) = (record.success)(self.row());
+        let ended = tx
+            .end_run(record.to_end(&finish, record_at))
+            .await
+            .map_err(failed)?;
         record.record(finish, ended)
     }
 }

@@ -66,6 +66,13 @@ pub struct Config {
     /// [`retry`](crate::DurableScheduler::retry) before it is deleted (7
     /// days).
     pub keep_dead: Duration,
+    /// How many of each job's last runs the history keeps (10; 0 keeps no
+    /// history, and spares a write per run): when each started and ended,
+    /// which scheduler ran it, its attempt, its outcome and error, read
+    /// with [`DurableScheduler::history`](crate::DurableScheduler::history).
+    pub keep_runs: usize,
+    /// How long a run stays in the history at the most (1 day).
+    pub keep_runs_for: Duration,
     /// A readable name for this scheduler, stored beside the runs it
     /// claims, for people (`None`: none). Display only: every scheduler
     /// also draws a unique identity of 128 random bits when it is made,
@@ -97,6 +104,8 @@ impl Default for Config {
             concurrency: None,
             keep_done: Duration::ZERO,
             keep_dead: Duration::from_secs(7 * 24 * 3600),
+            keep_runs: 10,
+            keep_runs_for: Duration::from_secs(24 * 3600),
             name: None,
         }
     }
@@ -122,6 +131,7 @@ impl Config {
             ("unhandled_wait", self.unhandled_wait),
             ("keep_done", self.keep_done),
             ("keep_dead", self.keep_dead),
+            ("keep_runs_for", self.keep_runs_for),
         ] {
             storable(field, d)?;
         }

@@ -105,9 +105,11 @@ compile_error!("chronopool-durable needs a store: turn on the `sqlite` or the `p
 
 mod completion;
 mod config;
+mod control;
 mod engine;
 mod error;
 mod job;
+mod listing;
 mod metrics;
 mod owner;
 mod schedule;
@@ -119,8 +121,10 @@ mod time;
 mod typed;
 
 pub use config::Config;
+pub use control::MAX_BACKFILL;
 pub use error::{DurableError, StoreError};
 pub use job::{Handler, Job, JobContext, JobError};
+pub use listing::{JobCounts, JobQuery, RunInfo, RunOutcome};
 pub use metrics::DurableMetrics;
 pub use schedule::Schedule;
 pub use scheduler::{DurableScheduler, JobInfo};

@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::engine::{self, Channels, Engine, Registered, Shared};
 use crate::error::{DurableError, StoreError};
 use crate::job::{Job, JobContext, JobError};
+use crate::listing::JobQuery;
 use crate::metrics::DurableMetrics;
 use crate::schedule::Schedule;
 use crate::spawn::{HandlerFuture, Spawn};
@@ -46,6 +47,10 @@ pub struct JobInfo {
     pub owner_name: Option<String>,
     /// For a running job: when its lease ends, unless renewed.
     pub lease_until: Option<SystemTime>,
+    /// It is paused by itself ([`DurableScheduler::pause`]; a job whose
+    /// handler is paused says false here, see
+    /// [`paused_handlers`](DurableScheduler::paused_handlers)).
+    pub paused: bool,
 }
 
 impl From<Row> for JobInfo {
@@ -60,6 +65,7 @@ impl From<Row> for JobInfo {
             last_error: row.last_error,
             owner_name: row.owner_name,
             lease_until: row.lease_until.map(time::system_time),
+            paused: row.paused,
         }
     }
 }
@@ -86,7 +92,7 @@ impl From<Row> for JobInfo {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct DurableScheduler {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     store: Arc<dyn Store>,
     /// The API's connection.
     api: Mutex<Box<dyn Conn>>,
@@ -287,7 +293,7 @@ impl DurableScheduler {
 
     /// Runs `f` on the API's connection; a transient failure is tried
     /// again after a back-off for up to [`API_RETRY_FOR`].
-    fn api<R>(
+    pub(crate) fn api<R>(
         &self,
         mut f: impl FnMut(&mut dyn Conn) -> Result<R, StoreError>,
     ) -> Result<R, DurableError> {
@@ -532,8 +538,7 @@ impl DurableScheduler {
     ///
     /// [`DurableError::Store`] if the store failed.
     pub fn dead_jobs(&self) -> Result<Vec<JobInfo>, DurableError> {
-        let rows = self.api(|conn| conn.list(JobState::Dead))?;
-        Ok(rows.into_iter().map(JobInfo::from).collect())
+        self.jobs(&JobQuery::new().state(JobState::Dead).limit(usize::MAX))
     }
 
     /// Runs the dead job `key` again, now, its attempts reset; false if it

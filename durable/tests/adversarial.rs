@@ -807,6 +807,8 @@ fn a_replaced_handler_whose_captures_panic_on_drop_harms_nothing() {
             .unwrap();
         eventually("the last handler runs c", || runs_of(&third, "c") == 1);
         assert_eq!(pool.submit(|| 7).unwrap().join().unwrap(), 7);
+        // c's outcome is stored (and counted) after its handler returned.
+        eventually("c's outcome is stored", || jobs.metrics().running == 0);
         let m = jobs.metrics();
         assert_eq!((m.succeeded, m.retried, m.lost), (3, 0, 0), "{m:?}");
     });

@@ -435,21 +435,44 @@ fn survivor(store: &Store, pool: &ScheduledExecutor) -> (DurableScheduler, Arc<A
     (jobs, runs)
 }
 
+/// A job scheduled, then run by a child whose handler dies as `part`
+/// says (`abort`); the parent's scheduler, not started, the invoices'
+/// connection, and the store (kept alive for them).
+struct Killed {
+    jobs: DurableScheduler,
+    runs: Arc<AtomicUsize>,
+    db: Db,
+    _pool: ScheduledExecutor,
+    _store: Store,
+}
+
+fn killed_in_its_handler(kind: Kind, part: &str) -> Killed {
+    let store = Store::new(kind);
+    let pool = pool(2);
+    let (jobs, runs) = survivor(&store, &pool);
+    let db = Db::open(&store.describe());
+    jobs.schedule("j", "invoice", b"", Schedule::After(Duration::ZERO))
+        .unwrap();
+    let status = spawn_child(part, &store).wait().unwrap();
+    assert!(
+        !status.success(),
+        "{kind:?}: the child aborted in its handler"
+    );
+    Killed {
+        jobs,
+        runs,
+        db,
+        _pool: pool,
+        _store: store,
+    }
+}
+
 #[test]
 fn killed_between_its_write_and_its_commit_the_job_runs_again_and_writes_once() {
     for kind in BOTH {
-        let store = Store::new(kind);
-        let pool = pool(2);
-        let (jobs, runs) = survivor(&store, &pool);
-        let mut db = Db::open(&store.describe());
-        jobs.schedule("j", "invoice", b"", Schedule::After(Duration::ZERO))
-            .unwrap();
-        let mut child = spawn_child("die_before_commit", &store);
-        let status = child.wait().unwrap();
-        assert!(
-            !status.success(),
-            "{kind:?}: the child aborted in its handler"
-        );
+        let Killed {
+            jobs, runs, mut db, ..
+        } = killed_in_its_handler(kind, "die_before_commit");
         assert_eq!(db.invoices("j"), 0, "{kind:?}: the write died with it");
         let row = jobs.job("j").unwrap().expect("the job is still there");
         assert_eq!(row.state, JobState::Running, "{kind:?}: its lease runs");
@@ -463,18 +486,9 @@ fn killed_between_its_write_and_its_commit_the_job_runs_again_and_writes_once() 
 #[test]
 fn killed_after_its_commit_the_job_never_runs_again() {
     for kind in BOTH {
-        let store = Store::new(kind);
-        let pool = pool(2);
-        let (jobs, runs) = survivor(&store, &pool);
-        let mut db = Db::open(&store.describe());
-        jobs.schedule("j", "invoice", b"", Schedule::After(Duration::ZERO))
-            .unwrap();
-        let mut child = spawn_child("die_after_commit", &store);
-        let status = child.wait().unwrap();
-        assert!(
-            !status.success(),
-            "{kind:?}: the child aborted in its handler"
-        );
+        let Killed {
+            jobs, runs, mut db, ..
+        } = killed_in_its_handler(kind, "die_after_commit");
         assert_eq!(db.invoices("j"), 1, "{kind:?}");
         assert!(
             jobs.job("j").unwrap().is_none(),

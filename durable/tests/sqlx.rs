@@ -200,51 +200,39 @@ fn an_async_handler_s_write_and_its_run_s_end_commit_together_in_sqlx() {
                 .iter()
                 .all(|key| jobs.job(key).unwrap().is_none())
         };
+        // The pool's type differs by store: the run, written once, is a
+        // macro on it.
+        macro_rules! run_on {
+            ($db:expr, $create:expr) => {{
+                let (db, runs) = invoicing!(jobs, rt.handle().clone(), $db, $create);
+                jobs.start().unwrap();
+                schedule_invoices(&jobs);
+                while !done(&jobs) {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                let counts = [
+                    invoices!(db, "fails-once"),
+                    invoices!(db, "ok-0"),
+                    invoices!(db, "ok-1"),
+                    invoices!(db, "ok-2"),
+                ];
+                (counts, runs.load(Ordering::SeqCst))
+            }};
+        }
         let counts = rt.block_on(async {
             match kind {
                 Kind::Postgres => {
                     let options = pg_options(store.params.as_deref().unwrap());
                     let db = sqlx::PgPool::connect_with(options).await.unwrap();
-                    let (db, runs) = invoicing!(
-                        jobs,
-                        rt.handle().clone(),
-                        db,
-                        "CREATE TABLE invoices (id bigserial, key text)"
-                    );
-                    jobs.start().unwrap();
-                    schedule_invoices(&jobs);
-                    while !done(&jobs) {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                    let counts = [
-                        invoices!(db, "fails-once"),
-                        invoices!(db, "ok-0"),
-                        invoices!(db, "ok-1"),
-                        invoices!(db, "ok-2"),
-                    ];
-                    (counts, runs.load(Ordering::SeqCst))
+                    run_on!(db, "CREATE TABLE invoices (id bigserial, key text)")
                 }
                 Kind::Sqlite => {
                     let url = format!("sqlite://{}", store.path().display());
                     let db = sqlx::SqlitePool::connect(&url).await.unwrap();
-                    let (db, runs) = invoicing!(
-                        jobs,
-                        rt.handle().clone(),
+                    run_on!(
                         db,
                         "CREATE TABLE invoices (id INTEGER PRIMARY KEY, key TEXT)"
-                    );
-                    jobs.start().unwrap();
-                    schedule_invoices(&jobs);
-                    while !done(&jobs) {
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                    let counts = [
-                        invoices!(db, "fails-once"),
-                        invoices!(db, "ok-0"),
-                        invoices!(db, "ok-1"),
-                        invoices!(db, "ok-2"),
-                    ];
-                    (counts, runs.load(Ordering::SeqCst))
+                    )
                 }
             }
         });

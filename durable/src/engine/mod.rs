@@ -181,6 +181,11 @@ impl Shared {
         self.executor.upgrade().map(|e| e.busy())
     }
 
+    /// True if runs are written to the history (`Config::keep_runs`).
+    pub(crate) fn keeps_runs(&self) -> bool {
+        self.config.keep_runs > 0
+    }
+
     pub(crate) fn handler(&self, name: &str) -> Option<Arc<Registered>> {
         self.handlers
             .read()
@@ -234,7 +239,7 @@ impl Shared {
     }
 
     /// Asks the poll loop for a full poll now.
-    fn poll_now(&self) {
+    pub(crate) fn poll_now(&self) {
         let busy = self.busy();
         let _ = self.polls.send(ToPoll::Poll { busy });
     }

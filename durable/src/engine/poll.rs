@@ -37,12 +37,16 @@ use chronopool::{Busy, PanicPayload};
 
 use super::{Shared, ToPoll};
 use crate::error::StoreError;
-use crate::store::{Conn, DueQuery, Role, Store, REAP_CONFIRM};
+use crate::store::{Conn, DueQuery, Retention, Role, Store, REAP_CONFIRM};
 use crate::time;
 
 /// How often a SQLite poll loop that waits looks whether another
 /// connection committed (module doc).
 pub(crate) const WATCH: Duration = Duration::from_millis(25);
+
+/// How often, at the most, the history is trimmed to each job's last runs
+/// (a read of the whole history).
+const TRIM_EVERY: Duration = Duration::from_secs(60);
 
 /// The poll loop (module doc).
 pub(crate) struct PollLoop {
@@ -60,6 +64,8 @@ pub(crate) struct PollLoop {
     /// later that finds it still so ends its leases.
     suspects: HashMap<i64, Instant>,
     recheck_at: Option<Instant>,
+    /// When the history was last trimmed to each job's last runs.
+    trimmed_at: Option<Instant>,
 }
 
 /// What one wake-up of the loop asks for.
@@ -82,7 +88,17 @@ impl PollLoop {
             seen: None,
             suspects: HashMap::new(),
             recheck_at: None,
+            trimmed_at: None,
         }
+    }
+
+    /// True once a minute at the most: the history's trim (`poll`).
+    fn trim_due(&mut self) -> bool {
+        let due = self.trimmed_at.is_none_or(|at| at.elapsed() >= TRIM_EVERY);
+        if due {
+            self.trimmed_at = Some(Instant::now());
+        }
+        due
     }
 
     pub(crate) fn run(mut self) {
@@ -211,9 +227,16 @@ impl PollLoop {
                 .placements
                 .place(&shared, &d.key, &d.name, d.fire, d.expired, stamp);
         }
-        let done_before = now.saturating_sub(time::duration_micros_saturating(config.keep_done));
-        let dead_before = now.saturating_sub(time::duration_micros_saturating(config.keep_dead));
-        let cleaned = self.conn()?.clean(done_before, dead_before)?;
+        let before = |keep: Duration| now.saturating_sub(time::duration_micros_saturating(keep));
+        let trim = self.trim_due();
+        let cleaned = self.conn()?.clean(&Retention {
+            done_before: before(config.keep_done),
+            dead_before: before(config.keep_dead),
+            runs_before: before(config.keep_runs_for),
+            // Trimming each job's runs to the last few reads the whole
+            // history: once a minute at the most.
+            keep_runs: trim.then_some(config.keep_runs),
+        })?;
         shared.counters.cleaned(cleaned);
         self.seen = Some(self.seen.map_or(seen, |s| s.max(seen)));
         Ok(())

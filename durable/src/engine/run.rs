@@ -71,7 +71,10 @@ impl RunGuard {
         }
         let success = {
             let shared = Arc::clone(&shared);
-            move |row: &Row| finish_of(&shared, row, Ok(()))
+            move |row: &Row| {
+                let finish = finish_of(&shared, row, Ok(()));
+                (finish, shared.keeps_runs().then(|| shared.now_micros()))
+            }
         };
         let record = RunRecord::new(shared.owner.id.clone(), self.fence.clone(), success);
         self.record = Some(Arc::clone(&record));

@@ -61,6 +61,9 @@ use crate::time::{self, Micros};
 /// How far ahead of free run slots the loop claims (module doc).
 pub(crate) const CLAIM_AHEAD: Duration = Duration::from_millis(20);
 
+/// How long after a claim held back by a limit the job is claimed again.
+const LIMIT_RETRY: Duration = Duration::from_millis(250);
+
 /// Times an outcome is refused alone, while the store takes everything
 /// else, before it is dropped (its lease ends; the job runs again).
 const GIVE_UP_AFTER: u32 = 3;
@@ -463,10 +466,13 @@ impl RunLoop {
             .iter()
             .map(|e| (e.fence.clone(), e.finish.clone()))
             .collect();
+        let skipped: Vec<bool> = ends.iter().map(|e| e.skipped).collect();
         let shared = Arc::clone(&self.shared);
         let exchange = Exchange {
             owner: &shared.owner,
             ends: &pairs,
+            history: shared.keeps_runs().then_some(skipped.as_slice()),
+            now,
             claim: (!keys.is_empty()).then_some(Claim {
                 keys: &keys,
                 names: &names,
@@ -597,6 +603,13 @@ impl RunLoop {
         for row in done.claimed {
             let taken_over = expired.contains(row.key.as_str());
             self.start(row, taken_over, now, run);
+        }
+        // Held back by their handler's limit of runs at once: placed again
+        // a moment later, to be claimed when a run of theirs has ended (in
+        // any process).
+        let again = time::add(now, time::duration_micros_saturating(LIMIT_RETRY));
+        for (key, name) in done.held_back {
+            self.shared.place_if_near(&key, &name, again, now);
         }
         // Claimed and handed over, or not due: a manual clock may move on.
         drop(claiming);

@@ -5,7 +5,8 @@
 use chronopool::MissedRuns;
 
 use super::{
-    Claim, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, NewJob,
+    Claim, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, ListQuery,
+    NewJob, Retention,
 };
 use crate::owner::Owner;
 use crate::time::Micros;
@@ -74,6 +75,8 @@ fn claim_of(
             lease_until: now + 60 * S,
         }),
         renew: None,
+        history: None,
+        now: T0,
     })
     .unwrap()
 }
@@ -86,6 +89,8 @@ fn end(conn: &mut dyn Conn, owner: &Owner, key: &str, run: i64, finish: Finish) 
             ends: &ends,
             claim: None,
             renew: None,
+            history: None,
+            now: T0,
         })
         .unwrap();
     done.ended[0].held()
@@ -98,9 +103,21 @@ fn renew(conn: &mut dyn Conn, owner: &Owner, key: &str, run: i64, until: Micros)
         ends: &[],
         claim: None,
         renew: Some((&fences, until)),
+        history: None,
+        now: T0,
     })
     .unwrap()
     .renewed[0]
+}
+
+/// Done and dead jobs finished before these times; no runs.
+fn retention(done_before: Micros, dead_before: Micros) -> Retention {
+    Retention {
+        done_before,
+        dead_before,
+        runs_before: 0,
+        keep_runs: None,
+    }
 }
 
 fn fence(key: &str, run: i64) -> Fence {
@@ -403,14 +420,22 @@ pub(crate) fn finishes_move_the_row_as_the_protocol_says(conn: &mut dyn Conn) {
         keep: true,
     };
     assert!(end(conn, &a, "k", 1, kept));
-    assert_eq!(conn.list(JobState::Dead).unwrap().len(), 1);
-    assert_eq!(conn.list(JobState::Done).unwrap()[0].key, "k");
+    let in_state = |conn: &mut dyn Conn, state| {
+        conn.query(&ListQuery {
+            state: Some(state),
+            limit: 100,
+            ..ListQuery::default()
+        })
+        .unwrap()
+    };
+    assert_eq!(in_state(conn, JobState::Dead).len(), 1);
+    assert_eq!(in_state(conn, JobState::Done)[0].key, "k");
     assert_eq!(
-        conn.clean(T0 + 6 * S, T0).unwrap(),
+        conn.clean(&retention(T0 + 6 * S, T0)).unwrap(),
         0,
         "finished at, not before"
     );
-    assert_eq!(conn.clean(T0 + 7 * S, T0).unwrap(), 1, "done");
+    assert_eq!(conn.clean(&retention(T0 + 7 * S, T0)).unwrap(), 1, "done");
     assert!(conn.revive("d", T0 + 8 * S).unwrap());
     assert!(!conn.revive("r", T0).unwrap(), "only the dead revive");
     let d = conn.get("d").unwrap().unwrap();
@@ -418,7 +443,10 @@ pub(crate) fn finishes_move_the_row_as_the_protocol_says(conn: &mut dyn Conn) {
         (d.state, d.attempt, d.next_fire),
         (JobState::Scheduled, 0, T0 + 8 * S)
     );
-    assert_eq!(conn.clean(T0 + 100 * S, T0 + 100 * S).unwrap(), 0);
+    assert_eq!(
+        conn.clean(&retention(T0 + 100 * S, T0 + 100 * S)).unwrap(),
+        0
+    );
 }
 
 /// Due lists a handler's jobs first (others' fill no batch), earliest
@@ -551,7 +579,156 @@ pub(crate) fn if_exists_edges_hold(conn: &mut dyn Conn) {
     assert_eq!((row.attempt, row.next_fire), (1, T0 + 30 * S));
 }
 
+/// The history: a run's end writes its row when it holds its fence (not
+/// after a cancel), and the retention trims each job to its last runs and
+/// drops the old ones. Limits hold claims back; a paused job or handler is
+/// neither due nor claimed.
+pub(crate) fn history_limits_and_pauses_hold(conn: &mut dyn Conn) {
+    let a = Owner::new(Some("a".into()));
+    let run_once = |conn: &mut dyn Conn, run: i64, at: Micros, finish: Finish| {
+        assert_eq!(claim(conn, &a, &["h"], run, at).claimed.len(), 1);
+        let ends = [(fence("h", run), finish)];
+        conn.exchange(&Exchange {
+            owner: &a,
+            ends: &ends,
+            claim: None,
+            renew: None,
+            history: Some(&[false]),
+            now: at + S,
+        })
+        .unwrap()
+    };
+    conn.upsert(&[every_hour("h", T0, IfExists::KeepSame)])
+        .unwrap();
+    for run in 1..=5 {
+        let at = T0 + (run - 1) * 3600 * S;
+        run_once(
+            conn,
+            run,
+            at,
+            Finish::Next {
+                next_fire: at + 3600 * S,
+            },
+        );
+    }
+    let retry = Finish::Retry {
+        next_fire: T0 + 6 * 3600 * S,
+        error: "busy".into(),
+        uncount: false,
+    };
+    run_once(conn, 6, T0 + 5 * 3600 * S, retry);
+    let runs = conn.runs(Some("h"), 100).unwrap();
+    assert_eq!(runs.len(), 6);
+    assert_eq!(
+        (
+            runs[0].outcome.as_str(),
+            runs[0].error.as_deref(),
+            runs[0].attempt
+        ),
+        ("failed", Some("busy"), 1)
+    );
+    assert_eq!(runs[1].outcome, "succeeded");
+    assert_eq!(runs[5].started_at, Some(T0));
+    assert_eq!(runs[5].ended_at, T0 + S);
+    assert_eq!(runs[0].owner_name.as_deref(), Some("a"));
+    // A cancelled run writes none.
+    assert_eq!(
+        claim(conn, &a, &["h"], 7, T0 + 6 * 3600 * S).claimed.len(),
+        1
+    );
+    assert!(conn.delete("h").unwrap());
+    let ends = [(
+        fence("h", 7),
+        Finish::Done {
+            at: T0,
+            keep: false,
+        },
+    )];
+    conn.exchange(&Exchange {
+        owner: &a,
+        ends: &ends,
+        claim: None,
+        renew: None,
+        history: Some(&[false]),
+        now: T0,
+    })
+    .unwrap();
+    assert_eq!(conn.runs(None, 100).unwrap().len(), 6);
+    let counts: Vec<_> = conn.run_counts(T0 + 2 * 3600 * S).unwrap();
+    assert_eq!(
+        counts,
+        [("failed".to_owned(), 1), ("succeeded".to_owned(), 3)]
+    );
+    // Trimmed to the last two; then the old ones go.
+    let mut keep = retention(T0, T0);
+    keep.keep_runs = Some(2);
+    conn.clean(&keep).unwrap();
+    let runs = conn.runs(Some("h"), 100).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0].outcome, "failed");
+    let mut old = retention(T0, T0);
+    old.runs_before = T0 + 100 * 3600 * S;
+    conn.clean(&old).unwrap();
+    assert!(conn.runs(None, 100).unwrap().is_empty());
+
+    // A limit of one: a second claim of the handler is held back while the
+    // first run's lease lives, and taken once it has ended.
+    conn.set_limit("work", Some(1)).unwrap();
+    conn.upsert(&[job("l1", "work", T0), job("l2", "work", T0)])
+        .unwrap();
+    let first = claim_of(conn, &a, &["l1", "l2"], "work", 10, T0);
+    assert_eq!(first.claimed.len(), 1);
+    assert_eq!(first.held_back.len(), 1);
+    let held = first.held_back[0].0.clone();
+    let again = claim_of(conn, &a, &[held.as_str()], "work", 11, T0 + S);
+    assert!(again.claimed.is_empty() && again.held_back.len() == 1);
+    // Past the first run's lease (60 s), it no longer counts.
+    let later = claim_of(conn, &a, &[held.as_str()], "work", 12, T0 + 61 * S);
+    assert_eq!(later.claimed.len(), 1);
+    assert_eq!(conn.limits().unwrap(), [("work".to_owned(), 1)]);
+    conn.set_limit("work", None).unwrap();
+    assert!(conn.limits().unwrap().is_empty());
+
+    // Paused, by itself or by its handler: not due, not claimed.
+    conn.upsert(&[job("p", "pausing", T0)]).unwrap();
+    let names = names(&["pausing"]);
+    let due = |conn: &mut dyn Conn| {
+        conn.due(&DueQuery {
+            until: T0 + S,
+            names: &names,
+            limit: 10,
+            unhandled_before: T0 - S,
+            owner: "nobody",
+            now: T0,
+        })
+        .unwrap()
+        .len()
+    };
+    assert_eq!(due(conn), 1);
+    assert!(conn.set_paused("p", true).unwrap());
+    assert_eq!(due(conn), 0);
+    assert!(claim_of(conn, &a, &["p"], "pausing", 20, T0)
+        .claimed
+        .is_empty());
+    let seq = conn.last_seq().unwrap();
+    assert!(conn.set_paused("p", false).unwrap());
+    let (fresh, _) = conn.fresh(seq, T0 + S, &names, 10).unwrap();
+    assert_eq!(fresh.len(), 1, "a resume is seen by a fresh poll");
+    conn.set_name_paused("pausing", true).unwrap();
+    assert_eq!(due(conn), 0);
+    assert_eq!(conn.paused_names().unwrap(), ["pausing"]);
+    let seq = conn.last_seq().unwrap();
+    conn.set_name_paused("pausing", false).unwrap();
+    let (fresh, _) = conn.fresh(seq, T0 + S, &names, 10).unwrap();
+    assert_eq!(fresh.len(), 1, "a handler's resume too");
+    assert_eq!(
+        claim_of(conn, &a, &["p"], "pausing", 21, T0).claimed.len(),
+        1
+    );
+}
+
 pub(crate) fn all(mut fresh: impl FnMut() -> Box<dyn Conn>) {
+    history_limits_and_pauses_hold(&mut *fresh());
     one_claim_wins_and_only_the_fence_holder_finishes(&mut *fresh());
     a_job_replaced_under_a_run_keeps_the_run_and_a_cancel_fences_it(&mut *fresh());
     upserts_keep_the_same_job_keep_its_time_or_replace_it(&mut *fresh());

@@ -43,6 +43,21 @@
 //!   replaced row whose owner is gone is claimed at its new time, not
 //!   before).
 //!
+//! * **Pause**: a row marked `paused`, or of a handler named in
+//!   `chronopool_paused_names`, is neither due nor claimed (a run in
+//!   progress goes on). A resume gives the rows new sequence numbers, so
+//!   that fresh polls place them.
+//! * **Limits**: a claim of jobs of a handler named in `chronopool_limits`
+//!   counts that handler's runs whose lease lives and claims at most as
+//!   many more as the limit leaves; the rest are held back. On PostgreSQL
+//!   the claim first locks the limit's row, so the claims of one handler
+//!   take turns across processes; on SQLite the exchange holds the file's
+//!   write lock already.
+//! * **History**: a run's end that holds its fence writes a row to
+//!   `chronopool_runs` (its attempt, claim time, end time, outcome and
+//!   error) in the same transaction, before its finish; a release or a job
+//!   without its handler here is not a run and writes none.
+//!
 //! **Transactions.** On both stores, a batch of upserts is one transaction
 //! (all are stored or none), and one [`Conn::exchange`] (the finishes,
 //! claims and renewals a scheduler's run loop gathered) is one transaction:
@@ -59,6 +74,7 @@ use chronopool::MissedRuns;
 use crate::error::StoreError;
 use crate::owner::Owner;
 use crate::time::Micros;
+pub(crate) use control::{ListQuery, Retention, RunRow};
 
 #[cfg(feature = "sqlx")]
 pub use self::sqlx::SqlxTransaction;
@@ -68,6 +84,7 @@ pub use if_exists::IfExists;
 pub(crate) mod app_transaction;
 #[cfg(test)]
 mod conformance;
+pub(crate) mod control;
 mod if_exists;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;
@@ -140,6 +157,9 @@ pub(crate) struct Row {
     pub(crate) owner_name: Option<String>,
     /// The running run's lease.
     pub(crate) lease_until: Option<Micros>,
+    /// Paused: neither placed nor claimed (by itself; a paused handler
+    /// name pauses its jobs too, without marking them).
+    pub(crate) paused: bool,
 }
 
 /// A job to store (upsert).
@@ -348,6 +368,31 @@ pub(crate) struct Exchange<'a> {
     pub(crate) claim: Option<Claim<'a>>,
     /// Leases to extend to `.1`.
     pub(crate) renew: Option<(&'a [Fence], Micros)>,
+    /// The runs' history: for each end, whether its occurrence was skipped
+    /// (too late); `None`: no history is kept. Written when the end holds
+    /// its fence, at `now`.
+    pub(crate) history: Option<&'a [bool]>,
+    pub(crate) now: Micros,
+}
+
+/// The outcome a run's end records in the history, `None` for an end that
+/// is not a run (a claim released unrun, a job whose handler is not here).
+pub(crate) fn outcome_name(finish: &Finish, skipped: bool) -> Option<&'static str> {
+    match finish {
+        Finish::Done { .. } | Finish::Next { .. } if skipped => Some("skipped"),
+        Finish::Done { .. } | Finish::Next { .. } => Some("succeeded"),
+        Finish::Retry { uncount: false, .. } => Some("failed"),
+        Finish::Dead { .. } => Some("dead"),
+        Finish::Retry { uncount: true, .. } | Finish::Release => None,
+    }
+}
+
+/// The error a run's end records with its outcome.
+pub(crate) fn error_of(finish: &Finish) -> Option<&str> {
+    match finish {
+        Finish::Retry { error, .. } | Finish::Dead { error, .. } => Some(error),
+        _ => None,
+    }
 }
 
 /// What became of a run's end in an [`Exchange`].
@@ -380,6 +425,9 @@ pub(crate) struct Exchanged {
     pub(crate) claimed: Vec<Row>,
     /// For each fence renewed: whether it still held.
     pub(crate) renewed: Vec<bool>,
+    /// The keys to claim (with their handlers) that were not claimed
+    /// because their handler was at its limit of runs at once.
+    pub(crate) held_back: Vec<(String, String)>,
 }
 
 /// What a store's notifications said, in [`Conn::notified`]'s wait (only
@@ -527,8 +575,52 @@ pub(crate) trait Conn: Send {
     /// The job `key`.
     fn get(&mut self, key: &str) -> Result<Option<Row>, StoreError>;
 
-    /// The jobs in `state`, by key.
-    fn list(&mut self, state: JobState) -> Result<Vec<Row>, StoreError>;
+    /// The jobs `query` asks for, by fire time then key.
+    fn query(&mut self, query: &ListQuery<'_>) -> Result<Vec<Row>, StoreError>;
+
+    /// How many jobs there are in each state, paused or not.
+    fn counts(&mut self) -> Result<Vec<(JobState, bool, u64)>, StoreError>;
+
+    /// Pauses (or resumes) the job `key`; false if there is none. A resumed
+    /// job gets a new sequence number, so that polls and other processes
+    /// place it.
+    fn set_paused(&mut self, key: &str, paused: bool) -> Result<bool, StoreError>;
+
+    /// Pauses (or resumes) every job of the handler `name`; a resume gives
+    /// its scheduled jobs new sequence numbers.
+    fn set_name_paused(&mut self, name: &str, paused: bool) -> Result<(), StoreError>;
+
+    /// The handler names paused.
+    fn paused_names(&mut self) -> Result<Vec<String>, StoreError>;
+
+    /// A scheduled job due at `now` (a new sequence number); false if
+    /// `key` is not a scheduled job.
+    fn run_now(&mut self, key: &str, now: Micros) -> Result<bool, StoreError>;
+
+    /// The job `key` on a new schedule (`Recurrence::encode`) from
+    /// `next_fire`, its payload and handler kept; a running one is marked
+    /// replaced (its run goes on, and the new schedule waits for it). False
+    /// if it is not scheduled or running.
+    fn reschedule(
+        &mut self,
+        key: &str,
+        recurrence: &str,
+        next_fire: Micros,
+    ) -> Result<bool, StoreError>;
+
+    /// Sets (or with `None` removes) the handler `name`'s limit of runs at
+    /// once, across processes.
+    fn set_limit(&mut self, name: &str, limit: Option<u32>) -> Result<(), StoreError>;
+
+    /// The limits, by handler name.
+    fn limits(&mut self) -> Result<Vec<(String, u32)>, StoreError>;
+
+    /// The last runs of `key` (or of every job), newest first, at most
+    /// `limit`.
+    fn runs(&mut self, key: Option<&str>, limit: usize) -> Result<Vec<RunRow>, StoreError>;
+
+    /// How many runs ended since `since`, by outcome.
+    fn run_counts(&mut self, since: Micros) -> Result<Vec<(String, u64)>, StoreError>;
 
     /// Removes the job `key`; false if there was none.
     fn delete(&mut self, key: &str) -> Result<bool, StoreError>;
@@ -536,9 +628,9 @@ pub(crate) trait Conn: Send {
     /// A dead job back to scheduled, due at `now`, its attempts reset.
     fn revive(&mut self, key: &str, now: Micros) -> Result<bool, StoreError>;
 
-    /// Deletes the done jobs finished before `done_before` and the dead
-    /// ones before `dead_before`; how many.
-    fn clean(&mut self, done_before: Micros, dead_before: Micros) -> Result<u64, StoreError>;
+    /// Deletes what `retention` says is old: done and dead jobs (how many
+    /// are returned), and runs of the history.
+    fn clean(&mut self, retention: &Retention) -> Result<u64, StoreError>;
 }
 
 /// The most claims, and the most finishes, one exchange carries: the run

@@ -87,6 +87,19 @@ impl AsyncStatements for sqlx::Transaction<'_, sqlx::Postgres> {
         Box::pin(async move {
             let keys = vec![run.fence.key.as_str()];
             let runs = vec![run.fence.run];
+            let outcome = super::outcome_name(run.finish, false);
+            if let (Some(at), Some(outcome)) = (run.record_at, outcome) {
+                sqlx::query(postgres::RECORD_RUN_MICROS)
+                    .bind(&run.fence.key)
+                    .bind(run.fence.run)
+                    .bind(outcome)
+                    .bind(super::error_of(run.finish))
+                    .bind(run.owner)
+                    .bind(at)
+                    .execute(&mut **self)
+                    .await
+                    .map_err(sqlx_error)?;
+            }
             let held = if run.finish.deletes() {
                 sqlx::query(postgres::END_DELETE)
                     .bind(&keys)
@@ -174,6 +187,19 @@ impl AsyncStatements for sqlx::Transaction<'_, sqlx::Sqlite> {
     fn end_run<'a>(&'a mut self, run: RunToEnd<'a>) -> StatementFuture<'a, EndedIn> {
         Box::pin(async move {
             let (key, owner, number) = (&run.fence.key, run.owner, run.fence.run);
+            let outcome = super::outcome_name(run.finish, false);
+            if let (Some(at), Some(outcome)) = (run.record_at, outcome) {
+                sqlx::query(sqlite::RECORD_RUN)
+                    .bind(key)
+                    .bind(owner)
+                    .bind(number)
+                    .bind(at)
+                    .bind(outcome)
+                    .bind(super::error_of(run.finish))
+                    .execute(&mut **self)
+                    .await
+                    .map_err(sqlx_error)?;
+            }
             let held = if run.finish.deletes() {
                 sqlx::query(sqlite::END_DELETE)
                     .bind(key)

@@ -61,19 +61,20 @@ use postgres::{Client, NoTls};
 
 use super::app_transaction::{EndedIn, Rows, RunToEnd, Statements};
 use super::{
-    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, NewJob, Notice,
-    Role, Row, RunEnd, Store, Stored, POLL_NOTICE,
+    control, Claim, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState,
+    ListQuery, NewJob, Notice, Retention, Role, Row, RunEnd, RunRow, Store, Stored, POLL_NOTICE,
 };
 use crate::error::StoreError;
 use crate::schedule::{missed_name, missed_of};
 use crate::time::{self, Micros};
 
 /// `MIGRATIONS[v]` takes the schema from version `v` to `v + 1`.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_finished_at.sql"),
     include_str!("migrations/0003_fences_and_timestamps.sql"),
     include_str!("migrations/0004_replaced.sql"),
+    include_str!("migrations/0005_control_and_history.sql"),
 ];
 
 /// The schema's version once migrated.
@@ -88,7 +89,13 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The columns of a [`Row`], in `row_of`'s order.
 const COLUMNS: &str = "key, name, payload, recurrence, next_fire, state, attempt, missed, \
-                       catch_up, last_error, owner_name, lease_until";
+                       catch_up, last_error, owner_name, lease_until, paused";
+
+/// A job that may be placed or claimed: not paused, nor its handler.
+const NOT_PAUSED: &str = "NOT paused AND name NOT IN (SELECT name FROM chronopool_paused_names)";
+
+/// A job paused, by itself or by its handler.
+const IS_PAUSED: &str = "(paused OR name IN (SELECT name FROM chronopool_paused_names))";
 
 /// Durable jobs in a PostgreSQL database.
 pub(crate) struct PgStore {
@@ -351,6 +358,7 @@ fn row_of(r: &postgres::Row) -> Result<Row, postgres::Error> {
         last_error: r.try_get(9)?,
         owner_name: r.try_get(10)?,
         lease_until: r.try_get::<_, Option<SystemTime>>(11)?.map(micros_of),
+        paused: r.try_get(12)?,
     })
 }
 
@@ -388,6 +396,7 @@ fn due_rows(
         &format!(
             "(SELECT key, name, next_fire AS fire, false AS expired FROM chronopool_jobs
                   WHERE state = 'scheduled' AND next_fire <= $1 AND {among} (name = ANY($2))
+                    AND {NOT_PAUSED}
                   ORDER BY next_fire LIMIT $3)
              UNION ALL
              (SELECT key, name,
@@ -398,7 +407,7 @@ fn due_rows(
                   FROM chronopool_jobs
                   WHERE state = 'running' AND lease_until < $1 AND {among} (name = ANY($2))
                     AND (NOT replaced OR next_fire <= $1)
-                    AND (owner <> $4 OR lease_until < $5)
+                    AND (owner <> $4 OR lease_until < $5) AND {NOT_PAUSED}
                   ORDER BY lease_until LIMIT $3)
              ORDER BY fire
              LIMIT $3"
@@ -681,6 +690,9 @@ impl Statements for postgres::Transaction<'_> {
     /// commit: the notification asks for a full poll, as `upsert_jobs`'s.
     fn end_run(&mut self, run: RunToEnd<'_>) -> Result<EndedIn, StoreError> {
         let ends = [(run.fence.clone(), run.finish.clone())];
+        if let Some(now) = run.record_at {
+            record_runs(self, run.owner, &ends, &[false], now).map_err(pg_error)?;
+        }
         let end = end_runs(self, run.owner, &ends)
             .map_err(pg_error)?
             .pop()
@@ -781,9 +793,112 @@ fn upsert_kind(
         .collect()
 }
 
+/// The history rows of an exchange's ends that are runs and still hold
+/// their fences (before their finishes, which clear the fences).
+fn record_runs(
+    tx: &mut postgres::Transaction<'_>,
+    owner: &str,
+    ends: &[(Fence, Finish)],
+    skipped: &[bool],
+    now: Micros,
+) -> Result<(), postgres::Error> {
+    let mut keys = Vec::new();
+    let mut runs = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut errors = Vec::new();
+    for ((fence, finish), skipped) in ends.iter().zip(skipped) {
+        if let Some(outcome) = super::outcome_name(finish, *skipped) {
+            keys.push(fence.key.as_str());
+            runs.push(fence.run);
+            outcomes.push(outcome);
+            errors.push(super::error_of(finish));
+        }
+    }
+    if !keys.is_empty() {
+        tx.execute(
+            RECORD_RUNS,
+            &[&keys, &runs, &outcomes, &errors, &owner, &at(now)],
+        )?;
+    }
+    Ok(())
+}
+
+/// The history rows of runs' ends: keys `$1`, runs `$2`, outcomes `$3`,
+/// errors `$4`, owner `$5`, at `$6` (a `timestamptz`; sqlx sends
+/// microseconds to [`RECORD_RUN_MICROS`]).
+const RECORD_RUNS: &str = "
+    INSERT INTO chronopool_runs
+        (key, name, owner, owner_name, attempt, due, started_at, ended_at, outcome, error)
+    SELECT j.key, j.name, j.owner, j.owner_name, j.attempt, j.next_fire, j.started_at, $6,
+           f.outcome, f.error
+        FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[])
+             AS f(key, run, outcome, error)
+        JOIN chronopool_jobs AS j ON j.key = f.key AND j.run = f.run
+        WHERE j.owner = $5 AND j.state = 'running'";
+
+/// [`RECORD_RUNS`] for one run, its time in microseconds (`$6`).
+#[cfg(feature = "sqlx")]
+pub(crate) const RECORD_RUN_MICROS: &str = concat!(
+    "INSERT INTO chronopool_runs
+        (key, name, owner, owner_name, attempt, due, started_at, ended_at, outcome, error)
+    SELECT key, name, owner, owner_name, attempt, next_fire, started_at, ",
+    at_micros!("$6::bigint"),
+    ", $3, $4 FROM chronopool_jobs
+        WHERE key = $1 AND run = $2 AND owner = $5 AND state = 'running'"
+);
+
+/// The claim's keys and handlers less those held back by their handlers'
+/// limits (added to `held_back`). The limits' rows of the claim's
+/// handlers are locked first, so the claims of one limited handler take
+/// turns across processes, each counting the runs the others committed.
+fn within_limits(
+    tx: &mut postgres::Transaction<'_>,
+    claim: &Claim<'_>,
+    held_back: &mut Vec<(String, String)>,
+) -> Result<(Vec<String>, Vec<String>), postgres::Error> {
+    let names = storable(claim.names);
+    let locked = tx.query(
+        "SELECT name FROM chronopool_limits WHERE name = ANY($1) ORDER BY name FOR UPDATE",
+        &[&names],
+    )?;
+    if locked.is_empty() {
+        return Ok((claim.keys.to_vec(), claim.names.to_vec()));
+    }
+    let rows = tx.query(
+        "SELECT l.name, l.max_running - (SELECT count(*) FROM chronopool_jobs AS j
+                                          WHERE j.name = l.name AND j.state = 'running'
+                                            AND j.lease_until >= $2)
+             FROM chronopool_limits AS l WHERE l.name = ANY($1)",
+        &[&names, &at(claim.now)],
+    )?;
+    let mut free: HashMap<String, i64> = HashMap::new();
+    for r in &rows {
+        free.insert(r.try_get(0)?, r.try_get(1)?);
+    }
+    let (mut keys, mut kept) = (Vec::new(), Vec::new());
+    for (key, name) in claim.keys.iter().zip(claim.names) {
+        match free.get_mut(name) {
+            Some(n) if *n <= 0 => held_back.push((key.clone(), name.clone())),
+            Some(n) => {
+                *n -= 1;
+                keys.push(key.clone());
+                kept.push(name.clone());
+            }
+            None => {
+                keys.push(key.clone());
+                kept.push(name.clone());
+            }
+        }
+    }
+    Ok((keys, kept))
+}
+
 fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Error> {
     let owner = x.owner;
     let mut tx = c.transaction()?;
+    if let Some(skipped) = x.history {
+        record_runs(&mut tx, &owner.id, x.ends, skipped, x.now)?;
+    }
     let mut done = Exchanged {
         ended: if x.ends.is_empty() {
             Vec::new()
@@ -793,6 +908,7 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
         ..Exchanged::default()
     };
     if let Some(claim) = &x.claim {
+        let (keys, names) = within_limits(&mut tx, claim, &mut done.held_back)?;
         let rows = tx.query(
             &format!(
                 "UPDATE chronopool_jobs AS j SET
@@ -801,11 +917,13 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
                                     WHEN j.replaced THEN 1
                                     ELSE j.attempt + 1 END,
                      state = 'running', owner = $2, run = $3, owner_name = $4,
-                     owner_lock = $5, lease_until = $6, replaced = false
+                     owner_lock = $5, lease_until = $6, replaced = false, started_at = $7
                  WHERE j.key IN (
                      SELECT c.key FROM unnest($1::text[], $8::text[]) AS k(key, name)
                          JOIN chronopool_jobs AS c ON c.key = k.key AND c.name = k.name
-                     WHERE CASE c.state
+                     WHERE NOT c.paused
+                       AND c.name NOT IN (SELECT name FROM chronopool_paused_names)
+                       AND CASE c.state
                                WHEN 'scheduled' THEN c.next_fire <= $7
                                WHEN 'running' THEN (c.lease_until < $7
                                                     AND (NOT c.replaced OR c.next_fire <= $7))
@@ -816,14 +934,14 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
                  RETURNING {COLUMNS}"
             ),
             &[
-                &claim.keys,
+                &keys,
                 &owner.id,
                 &claim.run,
                 &owner.name,
                 &owner.lock,
                 &at(claim.lease_until),
                 &at(claim.now),
-                &claim.names,
+                &names,
             ],
         )?;
         done.claimed = rows_of(&rows)?;
@@ -925,9 +1043,12 @@ impl Conn for PgConn {
         let names = storable(names);
         self.run(|c| {
             let rows = c.query(
-                "SELECT key, name, next_fire, seq FROM chronopool_jobs
-                 WHERE seq > $1 AND state = 'scheduled' AND next_fire <= $2 AND name = ANY($3)
-                 ORDER BY seq LIMIT $4",
+                &format!(
+                    "SELECT key, name, next_fire, seq FROM chronopool_jobs
+                     WHERE seq > $1 AND state = 'scheduled' AND next_fire <= $2 AND name = ANY($3)
+                       AND {NOT_PAUSED}
+                     ORDER BY seq LIMIT $4"
+                ),
                 &[&after, &at(until), &names, &limit],
             )?;
             let mut last = after;
@@ -982,13 +1103,207 @@ impl Conn for PgConn {
         })
     }
 
-    fn list(&mut self, state: JobState) -> Result<Vec<Row>, StoreError> {
+    fn query(&mut self, q: &ListQuery<'_>) -> Result<Vec<Row>, StoreError> {
+        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+        let prefix = q.key_prefix.map(control::like_prefix);
         self.run(|c| {
             let rows = c.query(
-                &format!("SELECT {COLUMNS} FROM chronopool_jobs WHERE state = $1 ORDER BY key"),
-                &[&state.name()],
+                &format!(
+                    "SELECT {COLUMNS} FROM chronopool_jobs
+                     WHERE ($1::text IS NULL OR state = $1)
+                       AND ($2::bool IS NULL OR {IS_PAUSED} = $2)
+                       AND ($3::text IS NULL OR name = $3)
+                       AND ($4::text IS NULL OR key LIKE $4 ESCAPE '\\')
+                       AND ($5::timestamptz IS NULL OR next_fire < $5)
+                       AND ($6::timestamptz IS NULL OR (next_fire, key) > ($6, $7::text))
+                     ORDER BY next_fire, key LIMIT $8"
+                ),
+                &[
+                    &q.state.map(JobState::name),
+                    &q.paused,
+                    &q.name,
+                    &prefix,
+                    &q.due_before.map(at),
+                    &q.after.map(|(fire, _)| at(fire)),
+                    &q.after.map(|(_, key)| key),
+                    &limit,
+                ],
             )?;
             rows_of(&rows)
+        })
+    }
+
+    fn counts(&mut self) -> Result<Vec<(JobState, bool, u64)>, StoreError> {
+        self.run(|c| {
+            let rows = c.query(
+                &format!("SELECT state, {IS_PAUSED}, count(*) FROM chronopool_jobs GROUP BY 1, 2"),
+                &[],
+            )?;
+            rows.iter()
+                .map(|r| {
+                    let state: &str = r.try_get(0)?;
+                    let n: i64 = r.try_get(2)?;
+                    Ok((
+                        JobState::of_name(state).unwrap_or(JobState::Dead),
+                        r.try_get(1)?,
+                        n as u64,
+                    ))
+                })
+                .collect()
+        })
+    }
+
+    fn set_paused(&mut self, key: &str, paused: bool) -> Result<bool, StoreError> {
+        self.run(|c| {
+            c.execute(
+                "UPDATE chronopool_jobs SET paused = $2,
+                     seq = CASE WHEN $2 THEN seq ELSE nextval('chronopool_jobs_seq') END
+                 WHERE key = $1",
+                &[&key, &paused],
+            )
+            .map(|n| n == 1)
+        })
+    }
+
+    fn set_name_paused(&mut self, name: &str, paused: bool) -> Result<(), StoreError> {
+        self.run(|c| {
+            let mut tx = c.transaction()?;
+            if paused {
+                tx.execute(
+                    "INSERT INTO chronopool_paused_names (name) VALUES ($1) ON CONFLICT DO NOTHING",
+                    &[&name],
+                )?;
+            } else if tx.execute(
+                "DELETE FROM chronopool_paused_names WHERE name = $1",
+                &[&name],
+            )? == 1
+            {
+                tx.execute(
+                    "UPDATE chronopool_jobs SET seq = nextval('chronopool_jobs_seq')
+                     WHERE name = $1 AND state = 'scheduled'",
+                    &[&name],
+                )?;
+            }
+            tx.commit()
+        })
+    }
+
+    fn paused_names(&mut self) -> Result<Vec<String>, StoreError> {
+        self.run(|c| {
+            c.query(
+                "SELECT name FROM chronopool_paused_names ORDER BY name",
+                &[],
+            )?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect()
+        })
+    }
+
+    fn run_now(&mut self, key: &str, now: Micros) -> Result<bool, StoreError> {
+        self.run(|c| {
+            c.execute(
+                "UPDATE chronopool_jobs SET next_fire = least(next_fire, $2),
+                     seq = nextval('chronopool_jobs_seq')
+                 WHERE key = $1 AND state = 'scheduled'",
+                &[&key, &at(now)],
+            )
+            .map(|n| n == 1)
+        })
+    }
+
+    fn reschedule(
+        &mut self,
+        key: &str,
+        recurrence: &str,
+        next_fire: Micros,
+    ) -> Result<bool, StoreError> {
+        self.run(|c| {
+            c.execute(
+                "UPDATE chronopool_jobs SET recurrence = $2, next_fire = $3,
+                     seq = nextval('chronopool_jobs_seq'),
+                     replaced = (state = 'running'),
+                     attempt = CASE WHEN state = 'running' THEN attempt ELSE 0 END,
+                     last_error = CASE WHEN state = 'running' THEN last_error END
+                 WHERE key = $1 AND state IN ('scheduled', 'running')",
+                &[&key, &recurrence, &at(next_fire)],
+            )
+            .map(|n| n == 1)
+        })
+    }
+
+    fn set_limit(&mut self, name: &str, limit: Option<u32>) -> Result<(), StoreError> {
+        self.run(|c| {
+            match limit {
+                Some(n) => c.execute(
+                    "INSERT INTO chronopool_limits (name, max_running) VALUES ($1, $2)
+                     ON CONFLICT (name) DO UPDATE SET max_running = excluded.max_running",
+                    &[&name, &i64::from(n)],
+                )?,
+                None => c.execute("DELETE FROM chronopool_limits WHERE name = $1", &[&name])?,
+            };
+            Ok(())
+        })
+    }
+
+    fn limits(&mut self) -> Result<Vec<(String, u32)>, StoreError> {
+        self.run(|c| {
+            c.query(
+                "SELECT name, max_running FROM chronopool_limits ORDER BY name",
+                &[],
+            )?
+            .iter()
+            .map(|r| {
+                let n: i64 = r.try_get(1)?;
+                Ok((r.try_get(0)?, u32::try_from(n).unwrap_or(u32::MAX)))
+            })
+            .collect()
+        })
+    }
+
+    fn runs(&mut self, key: Option<&str>, limit: usize) -> Result<Vec<RunRow>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(|c| {
+            c.query(
+                "SELECT key, name, owner, owner_name, attempt, due, started_at, ended_at,
+                        outcome, error
+                 FROM chronopool_runs WHERE $1::text IS NULL OR key = $1
+                 ORDER BY id DESC LIMIT $2",
+                &[&key, &limit],
+            )?
+            .iter()
+            .map(|r| {
+                let attempt: i64 = r.try_get(4)?;
+                Ok(RunRow {
+                    key: r.try_get(0)?,
+                    name: r.try_get(1)?,
+                    owner: r.try_get(2)?,
+                    owner_name: r.try_get(3)?,
+                    attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
+                    due: micros_of(r.try_get(5)?),
+                    started_at: r.try_get::<_, Option<SystemTime>>(6)?.map(micros_of),
+                    ended_at: micros_of(r.try_get(7)?),
+                    outcome: r.try_get(8)?,
+                    error: r.try_get(9)?,
+                })
+            })
+            .collect()
+        })
+    }
+
+    fn run_counts(&mut self, since: Micros) -> Result<Vec<(String, u64)>, StoreError> {
+        self.run(|c| {
+            c.query(
+                "SELECT outcome, count(*) FROM chronopool_runs WHERE ended_at >= $1
+                 GROUP BY outcome ORDER BY outcome",
+                &[&at(since)],
+            )?
+            .iter()
+            .map(|r| {
+                let n: i64 = r.try_get(1)?;
+                Ok((r.try_get(0)?, n as u64))
+            })
+            .collect()
         })
     }
 
@@ -1011,13 +1326,31 @@ impl Conn for PgConn {
         })
     }
 
-    fn clean(&mut self, done_before: Micros, dead_before: Micros) -> Result<u64, StoreError> {
+    fn clean(&mut self, r: &Retention) -> Result<u64, StoreError> {
         self.run(|c| {
-            c.execute(
+            let mut tx = c.transaction()?;
+            let jobs = tx.execute(
                 "DELETE FROM chronopool_jobs
                  WHERE (state = 'done' AND finished_at < $1) OR (state = 'dead' AND finished_at < $2)",
-                &[&at(done_before), &at(dead_before)],
-            )
+                &[&at(r.done_before), &at(r.dead_before)],
+            )?;
+            tx.execute(
+                "DELETE FROM chronopool_runs WHERE ended_at < $1",
+                &[&at(r.runs_before)],
+            )?;
+            if let Some(keep) = r.keep_runs {
+                let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+                tx.execute(
+                    "DELETE FROM chronopool_runs WHERE id IN (
+                         SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY key
+                                                                       ORDER BY id DESC) AS n
+                                         FROM chronopool_runs) AS ranked
+                         WHERE n > $1)",
+                    &[&keep],
+                )?;
+            }
+            tx.commit()?;
+            Ok(jobs)
         })
     }
 }

@@ -37,8 +37,8 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::app_transaction::{EndedIn, Rows, RunToEnd, Statements};
 use super::{
-    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, NewJob, Role, Row, RunEnd,
-    Store, Stored,
+    control, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, ListQuery, NewJob,
+    Retention, Role, Row, RunEnd, RunRow, Store, Stored,
 };
 use crate::error::StoreError;
 use crate::owner::Owner;
@@ -46,11 +46,12 @@ use crate::schedule::{missed_name, missed_of};
 use crate::time::Micros;
 
 /// `MIGRATIONS[v]` takes a file at version `v` to `v + 1`.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_finished_at.sql"),
     include_str!("migrations/0003_fences_and_microseconds.sql"),
     include_str!("migrations/0004_replaced.sql"),
+    include_str!("migrations/0005_control_and_history.sql"),
 ];
 
 /// The schema's version once migrated.
@@ -61,7 +62,10 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The columns of a [`Row`], in `row_of`'s order.
 const COLUMNS: &str = "key, name, payload, recurrence, next_fire, state, attempt, missed, \
-                       catch_up, last_error, owner_name, lease_until";
+                       catch_up, last_error, owner_name, lease_until, paused";
+
+/// A job that may be placed or claimed: not paused, nor its handler.
+const NOT_PAUSED: &str = "paused = 0 AND name NOT IN (SELECT name FROM chronopool_paused_names)";
 
 /// The fence of a run, as every finish and renewal matches it.
 const FENCED: &str = "key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running'";
@@ -341,6 +345,7 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         last_error: r.get(9)?,
         owner_name: r.get(10)?,
         lease_until: r.get(11)?,
+        paused: r.get(12)?,
     })
 }
 
@@ -403,6 +408,9 @@ impl Statements for rusqlite::Transaction<'_> {
     }
 
     fn end_run(&mut self, run: RunToEnd<'_>) -> Result<EndedIn, StoreError> {
+        if let Some(now) = run.record_at {
+            record_run(self, run.owner, run.fence, run.finish, false, now).map_err(store_error)?;
+        }
         finish_one(self, run.owner, run.fence, run.finish)
             .map(EndedIn)
             .map_err(store_error)
@@ -505,6 +513,7 @@ fn due_rows(
     let mut statement = c.prepare_cached(&format!(
         "SELECT key, name, next_fire AS fire, 0 FROM chronopool_jobs
              WHERE state = 'scheduled' AND next_fire <= ?1 AND name {among} rarray(?3)
+               AND {NOT_PAUSED}
          UNION ALL
          SELECT key, name,
                 CASE WHEN replaced = 1 THEN max(lease_until + 1, next_fire)
@@ -512,7 +521,7 @@ fn due_rows(
                 1 FROM chronopool_jobs
              WHERE state = 'running' AND lease_until < ?1 AND name {among} rarray(?3)
                AND (replaced = 0 OR next_fire <= ?1)
-               AND (owner <> ?4 OR lease_until < ?5)
+               AND (owner <> ?4 OR lease_until < ?5) AND {NOT_PAUSED}
          ORDER BY 3
          LIMIT ?2"
     ))?;
@@ -529,14 +538,71 @@ fn due_rows(
     rows.collect()
 }
 
+/// The history row of a run's end: key `?1`, owner `?2`, run `?3`, at
+/// `?4`, outcome `?5`, error `?6`; none if the fence is gone.
+pub(crate) const RECORD_RUN: &str = "INSERT INTO chronopool_runs
+        (key, name, owner, owner_name, attempt, due, started_at, ended_at, outcome, error)
+    SELECT key, name, owner, owner_name, attempt, next_fire, started_at, ?4, ?5, ?6
+        FROM chronopool_jobs
+        WHERE key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running'";
+
+/// Writes the history row of a run's end, if it is a run and still holds
+/// its fence (before its finish, which clears the fence).
+fn record_run(
+    c: &Connection,
+    owner: &str,
+    fence: &Fence,
+    finish: &Finish,
+    skipped: bool,
+    now: Micros,
+) -> rusqlite::Result<()> {
+    let Some(outcome) = super::outcome_name(finish, skipped) else {
+        return Ok(());
+    };
+    c.prepare_cached(RECORD_RUN)?.execute(params![
+        fence.key,
+        owner,
+        fence.run,
+        now,
+        outcome,
+        super::error_of(finish)
+    ])?;
+    Ok(())
+}
+
+/// For the limited handlers among `names`: how many more runs may start
+/// (their limit less their runs whose lease is live). In the exchange's
+/// transaction, which holds the file's write lock: no other claim counts
+/// meanwhile.
+fn free_slots(
+    c: &Connection,
+    names: &[String],
+    now: Micros,
+) -> rusqlite::Result<HashMap<String, i64>> {
+    let mut statement = c.prepare_cached(
+        "SELECT l.name, l.max_running - (SELECT count(*) FROM chronopool_jobs AS j
+                                          WHERE j.name = l.name AND j.state = 'running'
+                                            AND j.lease_until >= ?2)
+             FROM chronopool_limits AS l WHERE l.name IN rarray(?1)",
+    )?;
+    let rows = statement.query_map(params![array_of(names), now], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })?;
+    rows.collect()
+}
+
 fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged> {
     let Owner { id, name, lock } = x.owner;
     let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut done = Exchanged::default();
-    for (fence, finish) in x.ends {
+    for (i, (fence, finish)) in x.ends.iter().enumerate() {
+        if let Some(skipped) = x.history.and_then(|h| h.get(i)) {
+            record_run(&tx, id, fence, finish, *skipped, x.now)?;
+        }
         done.ended.push(finish_one(&tx, id, fence, finish)?);
     }
     if let Some(claim) = &x.claim {
+        let mut free = free_slots(&tx, claim.names, claim.now)?;
         let mut statement = tx.prepare_cached(&format!(
             "UPDATE chronopool_jobs
                  SET attempt = CASE WHEN state = 'running' AND owner = ?2 AND run = ?3
@@ -544,8 +610,8 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
                                     WHEN replaced = 1 THEN 1
                                     ELSE attempt + 1 END,
                      state = 'running', owner = ?2, run = ?3, owner_name = ?4,
-                     owner_lock = ?5, lease_until = ?6, replaced = 0
-             WHERE key = ?1 AND name = ?8
+                     owner_lock = ?5, lease_until = ?6, replaced = 0, started_at = ?7
+             WHERE key = ?1 AND name = ?8 AND {NOT_PAUSED}
                AND ((state = 'scheduled' AND next_fire <= ?7)
                     OR (state = 'running' AND lease_until < ?7
                         AND (replaced = 0 OR next_fire <= ?7))
@@ -553,6 +619,11 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
              RETURNING {COLUMNS}"
         ))?;
         for (key, handler) in claim.keys.iter().zip(claim.names) {
+            let slot = free.get_mut(handler);
+            if slot.as_ref().is_some_and(|n| **n <= 0) {
+                done.held_back.push((key.clone(), handler.clone()));
+                continue;
+            }
             let row = statement
                 .query_row(
                     params![
@@ -568,6 +639,9 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
                     row_of,
                 )
                 .optional()?;
+            if let (Some(_), Some(n)) = (&row, slot) {
+                *n -= 1;
+            }
             done.claimed.extend(row);
         }
     }
@@ -616,12 +690,12 @@ impl Conn for SqliteConn {
     ) -> Result<(Vec<Due>, i64), StoreError> {
         let mut statement = self
             .c
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT key, name, next_fire, seq FROM chronopool_jobs
                  WHERE seq > ?1 AND state = 'scheduled' AND next_fire <= ?2
-                   AND name IN rarray(?4)
-                 ORDER BY seq LIMIT ?3",
-            )
+                   AND name IN rarray(?4) AND {NOT_PAUSED}
+                 ORDER BY seq LIMIT ?3"
+            ))
             .map_err(store_error)?;
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let mut last = after;
@@ -678,15 +752,223 @@ impl Conn for SqliteConn {
             .map_err(store_error)
     }
 
-    fn list(&mut self, state: JobState) -> Result<Vec<Row>, StoreError> {
+    fn query(&mut self, q: &ListQuery<'_>) -> Result<Vec<Row>, StoreError> {
         let mut statement = self
             .c
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM chronopool_jobs WHERE state = ?1 ORDER BY key"
+                "SELECT {COLUMNS} FROM chronopool_jobs
+                 WHERE (?1 IS NULL OR state = ?1)
+                   AND (?2 IS NULL OR (paused = 1 OR name IN (SELECT name FROM chronopool_paused_names)) = ?2)
+                   AND (?3 IS NULL OR name = ?3)
+                   AND (?4 IS NULL OR key LIKE ?4 ESCAPE '\\')
+                   AND (?5 IS NULL OR next_fire < ?5)
+                   AND (?6 IS NULL OR next_fire > ?6 OR (next_fire = ?6 AND key > ?7))
+                 ORDER BY next_fire, key LIMIT ?8"
             ))
             .map_err(store_error)?;
+        let prefix = q.key_prefix.map(control::like_prefix);
+        let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
         let rows = statement
-            .query_map(params![state.name()], row_of)
+            .query_map(
+                params![
+                    q.state.map(JobState::name),
+                    q.paused,
+                    q.name,
+                    prefix,
+                    q.due_before,
+                    q.after.map(|(fire, _)| fire),
+                    q.after.map(|(_, key)| key),
+                    limit
+                ],
+                row_of,
+            )
+            .map_err(store_error)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(store_error)
+    }
+
+    fn counts(&mut self) -> Result<Vec<(JobState, bool, u64)>, StoreError> {
+        let mut statement = self
+            .c
+            .prepare_cached(
+                "SELECT state, (paused = 1 OR name IN (SELECT name FROM chronopool_paused_names)),
+                        count(*)
+                 FROM chronopool_jobs GROUP BY 1, 2",
+            )
+            .map_err(store_error)?;
+        let rows = statement
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, bool>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
+            .map_err(store_error)?;
+        let mut counts = Vec::new();
+        for row in rows {
+            let (state, paused, n) = row.map_err(store_error)?;
+            counts.push((JobState::of_name(&state)?, paused, n as u64));
+        }
+        Ok(counts)
+    }
+
+    fn set_paused(&mut self, key: &str, paused: bool) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            let seq = draw_seq(tx, 1)? + 1;
+            tx.execute(
+                "UPDATE chronopool_jobs SET paused = ?2,
+                     seq = CASE WHEN ?2 THEN seq ELSE ?3 END
+                 WHERE key = ?1",
+                params![key, paused, seq],
+            )
+            .map(|n| n == 1)
+        })
+    }
+
+    fn set_name_paused(&mut self, name: &str, paused: bool) -> Result<(), StoreError> {
+        self.write(|tx| {
+            if paused {
+                tx.execute(
+                    "INSERT OR IGNORE INTO chronopool_paused_names (name) VALUES (?1)",
+                    params![name],
+                )?;
+                return Ok(());
+            }
+            if tx.execute(
+                "DELETE FROM chronopool_paused_names WHERE name = ?1",
+                params![name],
+            )? == 0
+            {
+                return Ok(());
+            }
+            // New sequence numbers, one per row (the base, then its rowid:
+            // unique), and the counter past them.
+            let base = draw_seq(tx, 1)? + 1;
+            tx.execute(
+                "UPDATE chronopool_jobs SET seq = ?2 + rowid
+                 WHERE name = ?1 AND state = 'scheduled'",
+                params![name, base],
+            )?;
+            tx.execute(
+                "UPDATE chronopool_seq
+                 SET value = max(value, coalesce((SELECT max(seq) FROM chronopool_jobs), 0))",
+                [],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn paused_names(&mut self) -> Result<Vec<String>, StoreError> {
+        let mut statement = self
+            .c
+            .prepare_cached("SELECT name FROM chronopool_paused_names ORDER BY name")
+            .map_err(store_error)?;
+        let rows = statement.query_map([], |r| r.get(0)).map_err(store_error)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(store_error)
+    }
+
+    fn run_now(&mut self, key: &str, now: Micros) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            let seq = draw_seq(tx, 1)? + 1;
+            tx.execute(
+                "UPDATE chronopool_jobs SET next_fire = min(next_fire, ?2), seq = ?3
+                 WHERE key = ?1 AND state = 'scheduled'",
+                params![key, now, seq],
+            )
+            .map(|n| n == 1)
+        })
+    }
+
+    fn reschedule(
+        &mut self,
+        key: &str,
+        recurrence: &str,
+        next_fire: Micros,
+    ) -> Result<bool, StoreError> {
+        self.write(|tx| {
+            let seq = draw_seq(tx, 1)? + 1;
+            tx.execute(
+                "UPDATE chronopool_jobs SET recurrence = ?2, next_fire = ?3, seq = ?4,
+                     replaced = (state = 'running'),
+                     attempt = CASE WHEN state = 'running' THEN attempt ELSE 0 END,
+                     last_error = CASE WHEN state = 'running' THEN last_error END
+                 WHERE key = ?1 AND state IN ('scheduled', 'running')",
+                params![key, recurrence, next_fire, seq],
+            )
+            .map(|n| n == 1)
+        })
+    }
+
+    fn set_limit(&mut self, name: &str, limit: Option<u32>) -> Result<(), StoreError> {
+        self.write(|tx| {
+            match limit {
+                Some(n) => tx.execute(
+                    "INSERT INTO chronopool_limits (name, max_running) VALUES (?1, ?2)
+                     ON CONFLICT (name) DO UPDATE SET max_running = excluded.max_running",
+                    params![name, n],
+                )?,
+                None => tx.execute(
+                    "DELETE FROM chronopool_limits WHERE name = ?1",
+                    params![name],
+                )?,
+            };
+            Ok(())
+        })
+    }
+
+    fn limits(&mut self) -> Result<Vec<(String, u32)>, StoreError> {
+        let mut statement = self
+            .c
+            .prepare_cached("SELECT name, max_running FROM chronopool_limits ORDER BY name")
+            .map_err(store_error)?;
+        let rows = statement
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(store_error)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(store_error)
+    }
+
+    fn runs(&mut self, key: Option<&str>, limit: usize) -> Result<Vec<RunRow>, StoreError> {
+        let mut statement = self
+            .c
+            .prepare_cached(
+                "SELECT key, name, owner, owner_name, attempt, due, started_at, ended_at,
+                        outcome, error
+                 FROM chronopool_runs WHERE ?1 IS NULL OR key = ?1
+                 ORDER BY id DESC LIMIT ?2",
+            )
+            .map_err(store_error)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = statement
+            .query_map(params![key, limit], |r| {
+                Ok(RunRow {
+                    key: r.get(0)?,
+                    name: r.get(1)?,
+                    owner: r.get(2)?,
+                    owner_name: r.get(3)?,
+                    attempt: r.get(4)?,
+                    due: r.get(5)?,
+                    started_at: r.get(6)?,
+                    ended_at: r.get(7)?,
+                    outcome: r.get(8)?,
+                    error: r.get(9)?,
+                })
+            })
+            .map_err(store_error)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(store_error)
+    }
+
+    fn run_counts(&mut self, since: Micros) -> Result<Vec<(String, u64)>, StoreError> {
+        let mut statement = self
+            .c
+            .prepare_cached(
+                "SELECT outcome, count(*) FROM chronopool_runs WHERE ended_at >= ?1
+                 GROUP BY outcome ORDER BY outcome",
+            )
+            .map_err(store_error)?;
+        let rows = statement
+            .query_map(params![since], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+            })
             .map_err(store_error)?;
         rows.collect::<rusqlite::Result<_>>().map_err(store_error)
     }
@@ -718,16 +1000,47 @@ impl Conn for SqliteConn {
         Ok(revived == 1)
     }
 
-    fn clean(&mut self, done_before: Micros, dead_before: Micros) -> Result<u64, StoreError> {
+    fn clean(&mut self, r: &Retention) -> Result<u64, StoreError> {
+        self.write(|tx| {
+            let jobs = tx
+                .prepare_cached(
+                    "DELETE FROM chronopool_jobs
+                     WHERE (state = 'done' AND finished_at < ?1)
+                        OR (state = 'dead' AND finished_at < ?2)",
+                )?
+                .execute(params![r.done_before, r.dead_before])?;
+            tx.prepare_cached("DELETE FROM chronopool_runs WHERE ended_at < ?1")?
+                .execute(params![r.runs_before])?;
+            if let Some(keep) = r.keep_runs {
+                let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+                tx.prepare_cached(
+                    "DELETE FROM chronopool_runs WHERE id IN (
+                         SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY key
+                                                                       ORDER BY id DESC) AS n
+                                         FROM chronopool_runs)
+                         WHERE n > ?1)",
+                )?
+                .execute(params![keep])?;
+            }
+            Ok(jobs as u64)
+        })
+    }
+}
+
+impl SqliteConn {
+    /// `f` in a write transaction of its own, in this process's turn.
+    fn write<R>(
+        &mut self,
+        f: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<R>,
+    ) -> Result<R, StoreError> {
         let _turn = turn(&self.writers);
-        self.c
-            .prepare_cached(
-                "DELETE FROM chronopool_jobs
-                 WHERE (state = 'done' AND finished_at < ?1) OR (state = 'dead' AND finished_at < ?2)",
-            )
-            .and_then(|mut s| s.execute(params![done_before, dead_before]))
-            .map(|n| n as u64)
-            .map_err(store_error)
+        let tx = self
+            .c
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(store_error)?;
+        let r = f(&tx).map_err(store_error)?;
+        tx.commit().map_err(store_error)?;
+        Ok(r)
     }
 }
 

@@ -151,7 +151,14 @@ fn errors_keep_their_code_and_cause() {
     let locker = Connection::open(&path).unwrap();
     locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
     let started = std::time::Instant::now();
-    let e = conn.clean(0, 0).unwrap_err();
+    let e = conn
+        .clean(&crate::store::Retention {
+            done_before: 0,
+            dead_before: 0,
+            runs_before: 0,
+            keep_runs: None,
+        })
+        .unwrap_err();
     assert!(started.elapsed() >= BUSY_TIMEOUT, "it waited for the lock");
     assert_eq!(e.code(), Some("SQLITE_BUSY"));
     assert!(e.is_transient());
