@@ -91,6 +91,9 @@
 //! * `tokio`: async handlers on a tokio runtime's handle
 //!   ([`DurableScheduler::register_async`] takes any [`Spawn`]; this
 //!   feature implements it for `tokio::runtime::Handle`).
+//! * `metrics`: counters, histograms and gauges through the `metrics`
+//!   facade, for the exporter the application installed (Prometheus,
+//!   OpenTelemetry): see the `prometheus` example.
 //! * `tracing`: events for `tracing` subscribers at the moments
 //!   [`DurableMetrics`] counts (`DEBUG` claimed and succeeded, `INFO`
 //!   retried and skipped, `WARN` dead, lost runs and expired leases,

@@ -1,7 +1,12 @@
 //! What a [`DurableScheduler`](crate::DurableScheduler) counts
-//! ([`DurableMetrics`]), and the `tracing` events it emits for the same
-//! moments (the `tracing` feature): one place records both, so that the
-//! two never disagree.
+//! ([`DurableMetrics`]), the `tracing` events it emits for the same
+//! moments (the `tracing` feature), and what it reports through the
+//! `metrics` facade (the `metrics` feature: `chronopool_durable_claimed_total`,
+//! `_lease_expired_total`, `_runs_total` by outcome, `_store_errors_total`
+//! by operation, the `_lateness_seconds` and `_run_seconds` histograms, all
+//! by handler, and the `chronopool_durable_jobs` gauge by state, store-wide,
+//! refreshed by the poll at most every 15 s): one place records them all,
+//! so that they never disagree.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -94,6 +99,21 @@ pub(crate) enum Outcome {
     Lost,
 }
 
+impl Outcome {
+    /// Its label (`metrics` feature).
+    #[cfg(feature = "metrics")]
+    fn name(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Skipped => "skipped",
+            Outcome::Retried => "retried",
+            Outcome::Dead => "dead",
+            Outcome::Released => "released",
+            Outcome::Lost => "lost",
+        }
+    }
+}
+
 impl Counters {
     pub(crate) fn snapshot(&self) -> DurableMetrics {
         // `running` is derived, so that it is never negative and a
@@ -130,7 +150,27 @@ impl Counters {
         tracing::trace!(key = _key, fire_us = _fire, "job due");
     }
 
-    pub(crate) fn claimed(&self, _key: &str, _attempt: u32, taken_over: bool) {
+    /// A run was claimed, `_late_us` after it was due.
+    pub(crate) fn claimed(
+        &self,
+        _key: &str,
+        _name: &str,
+        _attempt: u32,
+        taken_over: bool,
+        _late_us: i64,
+    ) {
+        #[cfg(feature = "metrics")]
+        {
+            let handler = _name.to_owned();
+            metrics::counter!("chronopool_durable_claimed_total", "handler" => handler.clone())
+                .increment(1);
+            if taken_over {
+                metrics::counter!("chronopool_durable_lease_expired_total", "handler" => handler.clone())
+                    .increment(1);
+            }
+            metrics::histogram!("chronopool_durable_lateness_seconds", "handler" => handler)
+                .record(_late_us as f64 / 1e6);
+        }
         if taken_over {
             self.lease_expired.fetch_add(1, Relaxed);
             #[cfg(feature = "tracing")]
@@ -156,7 +196,14 @@ impl Counters {
         }
     }
 
-    pub(crate) fn ended(&self, _key: &str, outcome: Outcome, _error: Option<&str>) {
+    pub(crate) fn ended(&self, _key: &str, _name: &str, outcome: Outcome, _error: Option<&str>) {
+        #[cfg(feature = "metrics")]
+        metrics::counter!(
+            "chronopool_durable_runs_total",
+            "handler" => _name.to_owned(),
+            "outcome" => outcome.name()
+        )
+        .increment(1);
         let counter = match outcome {
             Outcome::Succeeded => &self.succeeded,
             Outcome::Skipped => &self.skipped,
@@ -185,6 +232,27 @@ impl Counters {
         }
     }
 
+    /// A handler ran for `_ran_for`.
+    pub(crate) fn ran(&self, _name: &str, _ran_for: std::time::Duration) {
+        #[cfg(feature = "metrics")]
+        metrics::histogram!("chronopool_durable_run_seconds", "handler" => _name.to_owned())
+            .record(_ran_for.as_secs_f64());
+    }
+
+    /// The jobs in each state, store-wide (`metrics` feature: gauges).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn jobs(&self, counts: &crate::listing::JobCounts) {
+        for (state, n) in [
+            ("scheduled", counts.scheduled),
+            ("paused", counts.paused),
+            ("running", counts.running),
+            ("dead", counts.dead),
+            ("done", counts.done),
+        ] {
+            metrics::gauge!("chronopool_durable_jobs", "state" => state).set(n as f64);
+        }
+    }
+
     pub(crate) fn renewed(&self, n: usize) {
         self.renewed.fetch_add(n as u64, Relaxed);
     }
@@ -197,8 +265,11 @@ impl Counters {
         }
     }
 
-    pub(crate) fn store_error(&self, _what: &str, _error: &crate::error::StoreError) {
+    pub(crate) fn store_error(&self, _what: &'static str, _error: &crate::error::StoreError) {
         self.store_errors.fetch_add(1, Relaxed);
+        #[cfg(feature = "metrics")]
+        metrics::counter!("chronopool_durable_store_errors_total", "operation" => _what)
+            .increment(1);
         #[cfg(feature = "tracing")]
         tracing::error!(operation = _what, error = %_error, "durable store failed");
     }

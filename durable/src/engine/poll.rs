@@ -44,6 +44,11 @@ use crate::time;
 /// connection committed (module doc).
 pub(crate) const WATCH: Duration = Duration::from_millis(25);
 
+/// How often, at the most, the jobs-by-state gauges are read (a count of
+/// the whole store; `metrics` feature).
+#[cfg(feature = "metrics")]
+const GAUGES_EVERY: Duration = Duration::from_secs(15);
+
 /// How often, at the most, the history is trimmed to each job's last runs
 /// (a read of the whole history).
 const TRIM_EVERY: Duration = Duration::from_secs(60);
@@ -66,6 +71,9 @@ pub(crate) struct PollLoop {
     recheck_at: Option<Instant>,
     /// When the history was last trimmed to each job's last runs.
     trimmed_at: Option<Instant>,
+    /// When the jobs-by-state gauges were last read (`metrics` feature).
+    #[cfg(feature = "metrics")]
+    gauges_at: Option<Instant>,
 }
 
 /// What one wake-up of the loop asks for.
@@ -89,6 +97,8 @@ impl PollLoop {
             suspects: HashMap::new(),
             recheck_at: None,
             trimmed_at: None,
+            #[cfg(feature = "metrics")]
+            gauges_at: None,
         }
     }
 
@@ -238,6 +248,14 @@ impl PollLoop {
             keep_runs: trim.then_some(config.keep_runs),
         })?;
         shared.counters.cleaned(cleaned);
+        #[cfg(feature = "metrics")]
+        if self.gauges_at.is_none_or(|at| at.elapsed() >= GAUGES_EVERY) {
+            self.gauges_at = Some(Instant::now());
+            let counts = self.conn()?.counts()?;
+            shared
+                .counters
+                .jobs(&crate::listing::JobCounts::of(&counts));
+        }
         self.seen = Some(self.seen.map_or(seen, |s| s.max(seen)));
         Ok(())
     }

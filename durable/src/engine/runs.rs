@@ -332,6 +332,7 @@ impl RunLoop {
             held.handed = None;
         }
         if let Some(ran_for) = ran_for {
+            self.shared.counters.ran(&name, ran_for);
             let x = ran_for.as_nanos() as f64;
             self.run_time = Some(self.run_time.map_or(x, |avg| 0.8 * avg + 0.2 * x));
         }
@@ -552,9 +553,12 @@ impl RunLoop {
                         for end in ends {
                             self.held.remove(&end.fence);
                             let error = format!("the store refuses its outcome: {e}");
-                            self.shared
-                                .counters
-                                .ended(&end.fence.key, Outcome::Lost, Some(&error));
+                            self.shared.counters.ended(
+                                &end.fence.key,
+                                &end.name,
+                                Outcome::Lost,
+                                Some(&error),
+                            );
                         }
                         self.mode = if left > 1 {
                             Mode::Isolate {
@@ -654,7 +658,7 @@ impl RunLoop {
             Finish::Dead { error, .. } => (Outcome::Dead, None, Some(error.as_str())),
             Finish::Release => (Outcome::Released, None, None),
         };
-        self.shared.counters.ended(key, outcome, error);
+        self.shared.counters.ended(key, &end.name, outcome, error);
         match stored {
             RunEnd::Superseded { name, next_fire } => {
                 self.shared.place_if_near(key, &name, next_fire, now);
@@ -671,9 +675,10 @@ impl RunLoop {
 
     /// A job was claimed: run it, or end it at once if it cannot run here.
     fn start(&mut self, row: Row, taken_over: bool, now: Micros, run: i64) {
+        let late = now.saturating_sub(row.next_fire).max(0);
         self.shared
             .counters
-            .claimed(&row.key, row.attempt, taken_over);
+            .claimed(&row.key, &row.name, row.attempt, taken_over, late);
         let fence = Fence {
             key: row.key.clone(),
             run,
