@@ -156,6 +156,35 @@ impl Recurrence {
         }
     }
 
+    /// For people: `once`, `every 1h 30m`, `cron 0 2 * * * in UTC`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Recurrence::Once => "once".to_owned(),
+            Recurrence::Every(us) => {
+                let mut left = *us;
+                let mut parts = Vec::new();
+                for (unit, size) in [
+                    ("d", 86_400_000_000),
+                    ("h", 3_600_000_000),
+                    ("m", 60_000_000),
+                    ("s", 1_000_000),
+                    ("ms", 1_000),
+                    ("us", 1),
+                ] {
+                    if left >= size {
+                        parts.push(format!("{}{unit}", left / size));
+                        left %= size;
+                    }
+                }
+                format!("every {}", parts.join(" "))
+            }
+            Recurrence::Cron {
+                expression,
+                time_zone,
+            } => format!("cron {expression} in {time_zone}"),
+        }
+    }
+
     /// The inverse of [`encode`](Self::encode).
     pub(crate) fn decode(text: &str) -> Result<Recurrence, DurableError> {
         let bad = || DurableError::Schedule(format!("a stored schedule it cannot read: {text:?}"));
@@ -262,6 +291,18 @@ pub(crate) fn missed_of(name: &str) -> MissedRuns {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schedule_is_described_for_people() {
+        assert_eq!(Recurrence::Once.describe(), "once");
+        assert_eq!(Recurrence::Every(5_400_000_000).describe(), "every 1h 30m");
+        assert_eq!(Recurrence::Every(1_500).describe(), "every 1ms 500us");
+        let cron = Recurrence::Cron {
+            expression: "0 2 * * *".into(),
+            time_zone: "Asia/Shanghai".into(),
+        };
+        assert_eq!(cron.describe(), "cron 0 2 * * * in Asia/Shanghai");
+    }
 
     const S: Micros = 1_000_000;
 

@@ -13,7 +13,7 @@ use crate::error::{DurableError, StoreError};
 use crate::job::{Job, JobContext, JobError};
 use crate::listing::JobQuery;
 use crate::metrics::DurableMetrics;
-use crate::schedule::Schedule;
+use crate::schedule::{Recurrence, Schedule};
 use crate::spawn::{HandlerFuture, Spawn};
 use crate::store::app_transaction::Rows;
 use crate::store::{AppTransaction, Conn, JobState, NewJob, Row, Store};
@@ -35,6 +35,9 @@ pub struct JobInfo {
     pub payload: Vec<u8>,
     /// Its state.
     pub state: JobState,
+    /// Its schedule, for people: `once`, `every 1h 30m`, or `cron 0 2 * * *
+    /// in Asia/Shanghai`.
+    pub schedule: String,
     /// When it fires next (for a running job: when the run was due; for a
     /// dead or done job: when it last was due).
     pub next_fire: SystemTime,
@@ -59,6 +62,9 @@ impl From<Row> for JobInfo {
             key: row.key,
             name: row.name,
             payload: row.payload,
+            schedule: Recurrence::decode(&row.recurrence)
+                .map(|r| r.describe())
+                .unwrap_or(row.recurrence),
             state: row.state,
             next_fire: time::system_time(row.next_fire),
             attempt: row.attempt,
