@@ -21,6 +21,10 @@
 //! with `--json`; in text, every string of the store (keys, names, errors)
 //! is printed as data, its control characters escaped.
 //!
+//! `serve` serves the store's web dashboard (`chronopool-durable-web`) on
+//! `--bind` (127.0.0.1:8080 by default), with an access token from
+//! `--token` or `CHRONOPOOL_DURABLE_TOKEN`.
+//!
 //! Exit codes: 0, done; 1, an error of the store or of usage (`error: …`
 //! on stderr); 2, nothing changed because the job does not exist or is not
 //! in the state the command needs (the reason, one line on stderr).
@@ -116,6 +120,18 @@ enum Command {
     Stats,
     /// Limits a handler's runs at once, across every process on the store.
     Limit(LimitArgs),
+    /// Serves the web dashboard of the store until interrupted (it runs no
+    /// job: the verbs only change the store).
+    Serve {
+        /// Where to listen (localhost by default: anything else should
+        /// have a token).
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        bind: String,
+        /// The access token every request must carry (a bearer header, or
+        /// the cookie `/?token=…` sets).
+        #[arg(long, env = "CHRONOPOOL_DURABLE_TOKEN")]
+        token: Option<String>,
+    },
 }
 
 /// `list`'s filters and page.
@@ -300,6 +316,9 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::Error(format!("executor: {e}")))?;
     let jobs = open(store, &pool)?;
+    if let Command::Serve { bind, token } = &cli.command {
+        return serve(jobs, bind, token.as_deref());
+    }
     let json = cli.json;
     let report = match &cli.command {
         Command::List(args) => list(&jobs, args, json),
@@ -311,6 +330,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Command::Cancel { key } => cancel(&jobs, key, json),
         Command::Stats => stats(&jobs, json),
         Command::Limit(args) => limit(&jobs, args, json),
+        Command::Serve { .. } => unreachable!("served above"),
     };
     drop(jobs);
     pool.shutdown();
@@ -320,6 +340,21 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         Some(reason) => Err(Failure::Unchanged(reason)),
         None => Ok(()),
     }
+}
+
+/// Serves the dashboard until the process is ended; prints where.
+fn serve(jobs: DurableScheduler, bind: &str, token: Option<&str>) -> Result<(), Failure> {
+    let mut dashboard = chronopool_durable_web::Dashboard::new(std::sync::Arc::new(jobs));
+    if let Some(token) = token {
+        dashboard = dashboard.token(token);
+    }
+    let server = dashboard
+        .serve(bind)
+        .map_err(|e| Failure::Error(format!("cannot listen on {bind}: {e}")))?;
+    let login = if token.is_some() { "/?token=…" } else { "/" };
+    println!("the dashboard: http://{}{login}", server.addr());
+    server.join();
+    Ok(())
 }
 
 /// True if `store` is a PostgreSQL connection string.

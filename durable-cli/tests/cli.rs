@@ -577,3 +577,50 @@ fn a_hostile_key_is_printed_as_data() {
         assert!(f.jobs.job(HOSTILE).unwrap().unwrap().paused);
     }
 }
+
+/// `serve`: the dashboard of the store, over HTTP, asking for its token.
+#[test]
+fn serve_serves_the_dashboard() {
+    use std::io::{BufRead, Read, Write};
+    for kind in BOTH {
+        let f = Fixture::new(kind);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_chronopool-durable"))
+            .args(["--store", &f.arg(), "serve", "--bind", "127.0.0.1:0"])
+            .env("CHRONOPOOL_DURABLE_TOKEN", "cli-token")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("the dashboard: http://")
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or_else(|| panic!("{line}"))
+            .to_owned();
+        let get = |target: &str, auth: bool| {
+            let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+            let bearer = if auth {
+                "Authorization: Bearer cli-token\r\n"
+            } else {
+                ""
+            };
+            write!(
+                stream,
+                "GET {target} HTTP/1.1\r\nHost: x\r\n{bearer}Connection: close\r\n\r\n"
+            )
+            .unwrap();
+            let mut reply = String::new();
+            stream.read_to_string(&mut reply).unwrap();
+            reply
+        };
+        assert!(get("/", false).starts_with("HTTP/1.1 401"), "{kind:?}");
+        let listed = get("/jobs?handler=report", true);
+        assert!(listed.starts_with("HTTP/1.1 200"), "{listed}");
+        assert!(listed.contains("report-daily") && !listed.contains("mail-late"));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}

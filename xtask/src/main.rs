@@ -5,11 +5,12 @@
 //! what the tests need is installed, then runs every test of the
 //! workspace (`cargo test --workspace ARGS`). A fresh machine has only the
 //! Rust toolchain; the durable crate's tests start a PostgreSQL server of
-//! their own, so they need its programs (`initdb`, `pg_ctl`). When those
-//! are missing it installs the distribution's `postgresql` package if it
-//! may (as root, or with `sudo` that asks no password, on a system with
-//! `apt-get`), and otherwise says in one line what to run. `.ci/run` calls
-//! the same command.
+//! their own, so they need its programs (`initdb`, `pg_ctl`), and the
+//! dashboard's browser test drives a headless Chromium. When either is
+//! missing it installs the distribution's package (`postgresql`,
+//! `chromium`) if it may (as root, or with `sudo` that asks no password, on
+//! a system with `apt-get`), and otherwise says in one line what to run.
+//! `.ci/run` calls the same command.
 
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
@@ -27,9 +28,11 @@ fn main() -> ExitCode {
 
 /// Sets up what the tests need, then runs them all.
 fn test(args: &[String]) -> ExitCode {
-    if let Err(what_to_run) = postgres_programs() {
-        eprintln!("{what_to_run}");
-        return ExitCode::FAILURE;
+    for needed in [POSTGRES, CHROMIUM] {
+        if let Err(what_to_run) = install_if_missing(&needed) {
+            eprintln!("{what_to_run}");
+            return ExitCode::FAILURE;
+        }
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
@@ -46,29 +49,61 @@ fn test(args: &[String]) -> ExitCode {
     }
 }
 
+/// Something the tests need from the distribution.
+struct Needed {
+    /// What it is, for people.
+    what: &'static str,
+    /// Its Debian package.
+    package: &'static str,
+    /// Who needs it.
+    by: &'static str,
+    /// True if it is installed.
+    present: fn() -> bool,
+}
+
 /// PostgreSQL's server programs, where the durable crate's tests look for
-/// them (`durable/tests/common/mod.rs`): on `PATH`, or in the Debian
-/// layout `/usr/lib/postgresql/*/bin`. Installs them when missing and
-/// allowed; `Err` is the line telling the user what to run.
-fn postgres_programs() -> Result<(), String> {
-    if has_postgres_programs() {
+/// them (`durable/tests/common/mod.rs`).
+const POSTGRES: Needed = Needed {
+    what: "PostgreSQL's server programs (initdb, pg_ctl)",
+    package: "postgresql",
+    by: "the durable crate's tests",
+    present: has_postgres_programs,
+};
+
+/// Chromium, where the dashboard's browser test looks for it
+/// (`durable-web/tests/browser.rs`).
+const CHROMIUM: Needed = Needed {
+    what: "Chromium",
+    package: "chromium",
+    by: "the dashboard's browser test",
+    present: has_chromium,
+};
+
+/// Installs `needed` when it is missing and that is allowed; `Err` is the
+/// line telling the user what to run.
+fn install_if_missing(needed: &Needed) -> Result<(), String> {
+    if (needed.present)() {
         return Ok(());
     }
-    const HOW: &str = "the durable crate's tests need PostgreSQL's server programs \
-                       (initdb, pg_ctl): install your distribution's `postgresql` package \
-                       (Debian, Ubuntu: `sudo apt-get install postgresql`), then run \
-                       `cargo xtask test` again";
+    let how = format!(
+        "{} need {}: install your distribution's `{}` package (Debian, Ubuntu: \
+         `sudo apt-get install {}`), then run `cargo xtask test` again",
+        needed.by, needed.what, needed.package, needed.package
+    );
     if !on_path("apt-get") {
-        return Err(HOW.into());
+        return Err(how);
     }
     let as_root = if is_root() {
         Vec::new()
     } else if on_path("sudo") && succeeds(Command::new("sudo").args(["-n", "true"])) {
         vec!["sudo", "-n"]
     } else {
-        return Err(HOW.into());
+        return Err(how);
     };
-    eprintln!("xtask: installing PostgreSQL's server programs (apt-get install postgresql)");
+    eprintln!(
+        "xtask: installing {} (apt-get install {})",
+        needed.what, needed.package
+    );
     let apt = |args: &[&str]| {
         let mut command = Command::new(as_root.first().copied().unwrap_or("apt-get"));
         if !as_root.is_empty() {
@@ -80,16 +115,32 @@ fn postgres_programs() -> Result<(), String> {
             .stdout(Stdio::null());
         succeeds(&mut command)
     };
-    if !(apt(&["update", "-qq"]) && apt(&["install", "-y", "-qq", "postgresql"])) {
-        return Err(format!("apt-get could not install postgresql; {HOW}"));
+    if !(apt(&["update", "-qq"]) && apt(&["install", "-y", "-qq", needed.package])) {
+        return Err(format!(
+            "apt-get could not install {}; {how}",
+            needed.package
+        ));
     }
-    if has_postgres_programs() {
+    if (needed.present)() {
         Ok(())
     } else {
         Err(format!(
-            "postgresql was installed, but no pg_ctl was found; {HOW}"
+            "{} was installed, but is not where the tests look; {how}",
+            needed.package
         ))
     }
+}
+
+fn has_chromium() -> bool {
+    std::env::var_os("CHROME").is_some()
+        || [
+            "chromium",
+            "chromium-browser",
+            "google-chrome",
+            "google-chrome-stable",
+        ]
+        .iter()
+        .any(|name| on_path(name))
 }
 
 fn has_postgres_programs() -> bool {

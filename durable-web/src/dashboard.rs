@@ -1,0 +1,299 @@
+//! [`Dashboard`]: the routes, each a read of the store or one of the
+//! library's verbs (nothing here writes to the store itself).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use chronopool_durable::{DurableError, DurableScheduler, JobQuery, JobState};
+
+use crate::auth;
+use crate::http::{Request, Response};
+use crate::pages::{self, Ctx, Filters, Overview};
+
+/// How many jobs a page of the list shows.
+const PAGE: usize = 50;
+
+/// The dashboard of one store, seen through a [`DurableScheduler`] on it
+/// (one that is started runs jobs too; one that is not only reads and
+/// changes the store). Mount it in an application's HTTP stack by handing
+/// it requests ([`handle`](Dashboard::handle)), or serve it alone
+/// ([`serve`](Dashboard::serve)).
+///
+/// ```no_run
+/// use chronopool::ScheduledExecutor;
+/// use chronopool_durable::{Config, DurableScheduler};
+/// use chronopool_durable_web::Dashboard;
+/// use std::sync::Arc;
+///
+/// let pool = ScheduledExecutor::builder().worker_threads(2).build()?;
+/// let jobs = Arc::new(DurableScheduler::sqlite(&pool, "jobs.db", Config::default())?);
+/// let server = Dashboard::new(Arc::clone(&jobs))
+///     .token("a long random secret")
+///     .serve("127.0.0.1:8080")?;
+/// println!("the dashboard: http://{}/?token=…", server.addr());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Dashboard {
+    jobs: Arc<DurableScheduler>,
+    token: Option<String>,
+    csrf: String,
+    base: String,
+}
+
+impl Dashboard {
+    /// The dashboard of `jobs`'s store, mounted at `/`, with no access
+    /// token (serve it on localhost only, the default of the CLI).
+    pub fn new(jobs: Arc<DurableScheduler>) -> Dashboard {
+        Dashboard {
+            jobs,
+            token: None,
+            csrf: auth::random_token(),
+            base: String::new(),
+        }
+    }
+
+    /// The dashboard, asking every request for `token` (see the module
+    /// `auth`: a bearer header, or a cookie that `/?token=…` sets).
+    #[must_use]
+    pub fn token(mut self, token: impl Into<String>) -> Dashboard {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// The dashboard, mounted at `prefix` (`/ops/jobs`, say) in the
+    /// application's paths: its links start with it. The application
+    /// strips it from the [`Request::path`] it hands in.
+    #[must_use]
+    pub fn mounted_at(mut self, prefix: &str) -> Dashboard {
+        self.base = prefix.trim_end_matches('/').to_owned();
+        self
+    }
+
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            base: &self.base,
+            csrf: &self.csrf,
+        }
+    }
+
+    /// Answers `request` (its path below the mount point).
+    pub fn handle(&self, request: &Request) -> Response {
+        let ctx = self.ctx();
+        let params = request.params();
+        if let (Some(token), Some(given)) = (&self.token, params.get("token")) {
+            if request.method == "GET" && request.path == "/" && auth::same(given, token) {
+                let mut r = Response::see_other(ctx.link("/", []));
+                r.headers.push((
+                    "Set-Cookie".into(),
+                    format!(
+                        "{}={token}; HttpOnly; SameSite=Strict; Path={}",
+                        auth::COOKIE,
+                        if self.base.is_empty() {
+                            "/"
+                        } else {
+                            &self.base
+                        }
+                    ),
+                ));
+                return r;
+            }
+        }
+        if !auth::allowed(request, self.token.as_deref()) {
+            return Response::html(401, pages::login(ctx));
+        }
+        let result = match (request.method.as_str(), request.path.as_str()) {
+            ("GET", "/") => self.overview(params.get("done").map(String::as_str)),
+            ("GET", "/jobs") => self.list(&params),
+            ("GET", "/job") => match params.get("key") {
+                Some(key) => self.job(key, params.get("done").map(String::as_str)),
+                None => Ok(not_found(ctx)),
+            },
+            ("GET", "/confirm") => Ok(self.confirm(&params)),
+            ("POST", "/action") => self.action(request),
+            ("GET" | "POST", _) => Ok(not_found(ctx)),
+            _ => Ok(Response::html(
+                405,
+                pages::message(ctx, "Not allowed", "Only GET and POST."),
+            )),
+        };
+        result.unwrap_or_else(|e| {
+            Response::html(503, pages::message(ctx, "The store failed", &e.to_string()))
+        })
+    }
+
+    fn overview(&self, flash: Option<&str>) -> Result<Response, DurableError> {
+        let counts = self.jobs.counts()?;
+        let recent = self.jobs.recent_runs(Duration::from_secs(3600))?;
+        let late = self.jobs.late_jobs(10)?;
+        let paused_handlers = self.jobs.paused_handlers()?;
+        let limits = self.jobs.limits()?;
+        let o = Overview {
+            counts,
+            recent: &recent,
+            late: &late,
+            paused_handlers: &paused_handlers,
+            limits: &limits,
+            now: SystemTime::now(),
+        };
+        Ok(Response::html(
+            200,
+            pages::overview(self.ctx(), &o, flash.and_then(flash_text)),
+        ))
+    }
+
+    fn list(
+        &self,
+        params: &std::collections::HashMap<String, String>,
+    ) -> Result<Response, DurableError> {
+        let get = |name: &str| params.get(name).cloned().unwrap_or_default();
+        let filters = Filters {
+            state: get("state"),
+            handler: get("handler"),
+            prefix: get("prefix"),
+            paused: get("paused"),
+        };
+        let mut q = JobQuery::new().limit(PAGE + 1);
+        q = match filters.state.as_str() {
+            "scheduled" => q.state(JobState::Scheduled),
+            "running" => q.state(JobState::Running),
+            "dead" => q.state(JobState::Dead),
+            "done" => q.state(JobState::Done),
+            _ => q,
+        };
+        if !filters.handler.is_empty() {
+            q = q.handler(filters.handler.clone());
+        }
+        if !filters.prefix.is_empty() {
+            q = q.key_prefix(filters.prefix.clone());
+        }
+        q = match filters.paused.as_str() {
+            "true" => q.paused(true),
+            "false" => q.paused(false),
+            _ => q,
+        };
+        if let (Some(t), Some(key)) = (params.get("after_time"), params.get("after_key")) {
+            if let Ok(us) = t.parse::<u64>() {
+                q = q.after(UNIX_EPOCH + Duration::from_micros(us), key.clone());
+            }
+        }
+        let mut jobs = self.jobs.jobs(&q)?;
+        let next = if jobs.len() > PAGE {
+            jobs.truncate(PAGE);
+            jobs.last().map(|last| {
+                let us = last
+                    .next_fire
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_micros());
+                (us.to_string(), last.key.clone())
+            })
+        } else {
+            None
+        };
+        Ok(Response::html(
+            200,
+            pages::jobs(self.ctx(), &filters, &jobs, next, SystemTime::now()),
+        ))
+    }
+
+    fn job(&self, key: &str, flash: Option<&str>) -> Result<Response, DurableError> {
+        let Some(job) = self.jobs.job(key)? else {
+            return Ok(Response::html(
+                404,
+                pages::message(
+                    self.ctx(),
+                    "No such job",
+                    "It is not in the store (done, cancelled, or never scheduled).",
+                ),
+            ));
+        };
+        let history = self.jobs.history(Some(key), 20)?;
+        Ok(Response::html(
+            200,
+            pages::job(
+                self.ctx(),
+                &job,
+                &history,
+                flash.and_then(flash_text),
+                SystemTime::now(),
+            ),
+        ))
+    }
+
+    fn confirm(&self, params: &std::collections::HashMap<String, String>) -> Response {
+        let ctx = self.ctx();
+        let action = params.get("action").map(String::as_str).unwrap_or("");
+        if pages::verb_text(action).is_none() {
+            return not_found(ctx);
+        }
+        let (target, is_handler) = match (params.get("key"), params.get("handler")) {
+            (Some(key), _) if !action.ends_with("-handler") => (key, false),
+            (_, Some(name)) if action.ends_with("-handler") => (name, true),
+            _ => return not_found(ctx),
+        };
+        Response::html(200, pages::confirm(ctx, action, target, is_handler))
+    }
+
+    /// A verb, from its confirmation's form; then back to the job (or the
+    /// overview), saying what was done.
+    fn action(&self, request: &Request) -> Result<Response, DurableError> {
+        let ctx = self.ctx();
+        let form = request.form();
+        if !auth::form_allowed(request, &self.csrf, form.get("csrf").map(String::as_str)) {
+            return Ok(Response::html(
+                403,
+                pages::message(
+                    ctx,
+                    "Refused",
+                    "This form did not come from this dashboard.",
+                ),
+            ));
+        }
+        let action = form.get("action").map(String::as_str).unwrap_or("");
+        if let Some(name) = form.get("handler") {
+            match action {
+                "pause-handler" => self.jobs.pause_handler(name)?,
+                "resume-handler" => self.jobs.resume_handler(name)?,
+                _ => return Ok(not_found(ctx)),
+            }
+            return Ok(Response::see_other(ctx.link("/", [("done", action)])));
+        }
+        let Some(key) = form.get("key") else {
+            return Ok(not_found(ctx));
+        };
+        let changed = match action {
+            "pause" => self.jobs.pause(key)?,
+            "resume" => self.jobs.resume(key)?,
+            "run-now" => self.jobs.run_now(key)?,
+            "retry" => self.jobs.retry(key)?,
+            "cancel" => self.jobs.cancel(key)?,
+            _ => return Ok(not_found(ctx)),
+        };
+        let done = if changed { action } else { "unchanged" };
+        if action == "cancel" && changed {
+            return Ok(Response::see_other(ctx.link("/", [("done", "cancel")])));
+        }
+        Ok(Response::see_other(
+            ctx.link("/job", [("key", key.as_str()), ("done", done)]),
+        ))
+    }
+}
+
+/// The flash message of a redirect after a verb.
+fn flash_text(done: &str) -> Option<&'static str> {
+    Some(match done {
+        "pause" => "Paused.",
+        "resume" => "Resumed.",
+        "run-now" => "Due now.",
+        "retry" => "Scheduled again.",
+        "cancel" => "Cancelled.",
+        "pause-handler" => "The handler is paused.",
+        "resume-handler" => "The handler is resumed.",
+        "unchanged" => "Nothing changed: the job is not in a state this applies to.",
+        _ => return None,
+    })
+}
+
+fn not_found(ctx: Ctx<'_>) -> Response {
+    Response::html(404, pages::message(ctx, "Not found", "No such page."))
+}

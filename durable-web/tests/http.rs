@@ -1,0 +1,329 @@
+//! The dashboard at the HTTP level, through `Dashboard::handle` and through
+//! its own server: pages, filters, pages of the list, the verbs behind
+//! their confirmations, the access token, the CSRF token, and stored
+//! strings that try to become markup. On SQLite and on PostgreSQL (the
+//! durable crate's test server).
+
+#[path = "../../durable/tests/common/mod.rs"]
+mod common;
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use chronopool::ScheduledExecutor;
+use chronopool_durable::{Config, DurableScheduler, JobError, JobState, Schedule};
+use chronopool_durable_web::{Dashboard, Request, Response};
+
+const HOSTILE: &str = "<script>alert(1)</script>\"'&";
+
+/// A store with jobs: three reports, two mails (one paused), and a dead
+/// job whose key and error are markup.
+fn store(postgres: bool) -> (tempfile::TempDir, ScheduledExecutor, Arc<DurableScheduler>) {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let jobs = if postgres {
+        let params = common::PgServer::shared().fresh_database();
+        DurableScheduler::postgres(&pool, &params, Config::default())
+    } else {
+        DurableScheduler::sqlite(&pool, dir.path().join("jobs.db"), Config::default())
+    }
+    .unwrap();
+    let hour = Duration::from_secs(3600);
+    for n in 0..3 {
+        jobs.schedule(&format!("report-{n}"), "report", b"", Schedule::After(hour))
+            .unwrap();
+    }
+    jobs.schedule("mail-0", "mail", b"to: ada", Schedule::After(hour))
+        .unwrap();
+    jobs.schedule("mail-1", "mail", b"", Schedule::After(hour))
+        .unwrap();
+    jobs.pause("mail-1").unwrap();
+    jobs.register("evil", |_| Err(JobError::permanent(HOSTILE)));
+    jobs.start().unwrap();
+    jobs.schedule(
+        HOSTILE,
+        "evil",
+        HOSTILE.as_bytes(),
+        Schedule::After(Duration::ZERO),
+    )
+    .unwrap();
+    let waited = std::time::Instant::now();
+    while jobs.job(HOSTILE).unwrap().map(|j| j.state) != Some(JobState::Dead) {
+        assert!(waited.elapsed() < Duration::from_secs(30), "never dead");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (dir, pool, Arc::new(jobs))
+}
+
+fn get(d: &Dashboard, target: &str) -> Response {
+    d.handle(&Request::get(target))
+}
+
+/// The CSRF token the confirmation page's form carries.
+fn csrf_of(page: &str) -> String {
+    let at = page.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
+    page[at..at + 32].to_owned()
+}
+
+fn post(d: &Dashboard, fields: &[(&str, &str)]) -> Response {
+    let body = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(fields)
+        .finish();
+    d.handle(&Request {
+        method: "POST".into(),
+        path: "/action".into(),
+        headers: vec![(
+            "Content-Type".into(),
+            "application/x-www-form-urlencoded".into(),
+        )],
+        body: body.into_bytes(),
+        ..Request::default()
+    })
+}
+
+/// The confirmation of `action` on `key`, then its form posted.
+fn confirm_and_post(d: &Dashboard, action: &str, key: &str) -> Response {
+    let q = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([("action", action), ("key", key)])
+        .finish();
+    let page = get(d, &format!("/confirm?{q}"));
+    assert_eq!(page.status, 200);
+    let csrf = csrf_of(&page.text());
+    post(d, &[("action", action), ("key", key), ("csrf", &csrf)])
+}
+
+#[test]
+fn pages_filters_and_verbs_on_both_stores() {
+    for postgres in [false, true] {
+        let (_dir, _pool, jobs) = store(postgres);
+        let d = Dashboard::new(Arc::clone(&jobs));
+
+        let overview = get(&d, "/");
+        assert_eq!(overview.status, 200);
+        let text = overview.text();
+        assert!(text.contains(r#"data-count="scheduled">4<"#), "{text}");
+        assert!(text.contains(r#"data-count="paused">1<"#));
+        assert!(text.contains(r#"data-count="dead">1<"#));
+        assert!(
+            text.contains(r#"data-count="died">1<"#),
+            "the last hour's runs"
+        );
+        assert!(
+            overview
+                .header("content-security-policy")
+                .is_some_and(|c| c.contains("default-src 'none'")),
+            "no script may run"
+        );
+
+        // Filters.
+        let reports = get(&d, "/jobs?handler=report").text();
+        assert_eq!(reports.matches("href=\"/job?key=report-").count(), 3);
+        assert!(!reports.contains("mail-0"));
+        let prefixed = get(&d, "/jobs?prefix=mail-").text();
+        assert!(prefixed.contains("mail-0") && prefixed.contains("mail-1"));
+        let paused = get(&d, "/jobs?paused=true").text();
+        assert!(paused.contains("mail-1") && !paused.contains("mail-0"));
+        let dead = get(&d, "/jobs?state=dead").text();
+        assert!(dead.contains("&lt;script&gt;"), "{dead}");
+
+        // A job's page, and the verbs.
+        let job = get(&d, "/job?key=mail-0").text();
+        assert!(job.contains("to: ada") && job.contains("once"), "{job}");
+        let r = confirm_and_post(&d, "pause", "mail-0");
+        assert_eq!(r.status, 303);
+        assert!(
+            jobs.job("mail-0").unwrap().unwrap().paused,
+            "postgres: {postgres}"
+        );
+        let after = get(&d, r.header("location").unwrap()).text();
+        assert!(after.contains("Paused."), "{after}");
+        confirm_and_post(&d, "resume", "mail-0");
+        assert!(!jobs.job("mail-0").unwrap().unwrap().paused);
+        confirm_and_post(&d, "run-now", "report-0");
+        let moved = jobs.job("report-0").unwrap().unwrap().next_fire;
+        assert!(moved <= SystemTime::now());
+        confirm_and_post(&d, "retry", HOSTILE);
+        assert_eq!(
+            jobs.job(HOSTILE).unwrap().unwrap().state,
+            JobState::Scheduled
+        );
+        confirm_and_post(&d, "cancel", "report-2");
+        assert!(jobs.job("report-2").unwrap().is_none());
+        // A verb that does not apply changes nothing, and says so.
+        let r = confirm_and_post(&d, "retry", "report-1");
+        let said = get(&d, r.header("location").unwrap()).text();
+        assert!(said.contains("Nothing changed"), "{said}");
+
+        // A handler's pause, from the overview's side.
+        let page = get(&d, "/confirm?action=pause-handler&handler=report");
+        let csrf = csrf_of(&page.text());
+        post(
+            &d,
+            &[
+                ("action", "pause-handler"),
+                ("handler", "report"),
+                ("csrf", &csrf),
+            ],
+        );
+        assert_eq!(jobs.paused_handlers().unwrap(), ["report"]);
+        assert!(get(&d, "/").text().contains("report"));
+        post(
+            &d,
+            &[
+                ("action", "resume-handler"),
+                ("handler", "report"),
+                ("csrf", &csrf),
+            ],
+        );
+        assert!(jobs.paused_handlers().unwrap().is_empty());
+
+        // The history of a run shows on its job's page.
+        let evil = get(&d, &format!("/job?key={}", urlencode(HOSTILE))).text();
+        assert!(evil.contains("dead") && evil.contains("History"));
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+#[test]
+fn stored_strings_never_become_markup() {
+    let (_dir, _pool, jobs) = store(false);
+    let d = Dashboard::new(jobs);
+    for target in [
+        "/".to_owned(),
+        "/jobs".to_owned(),
+        "/jobs?state=dead".to_owned(),
+        format!("/job?key={}", urlencode(HOSTILE)),
+        format!("/confirm?action=retry&key={}", urlencode(HOSTILE)),
+        format!("/jobs?handler={}", urlencode(HOSTILE)),
+    ] {
+        let page = get(&d, &target).text();
+        assert!(!page.contains("<script"), "{target}: {page}");
+        assert!(!page.contains("alert(1)</"), "{target}");
+    }
+}
+
+#[test]
+fn the_token_and_the_csrf_token_are_asked_for() {
+    let (_dir, _pool, jobs) = store(false);
+    let d = Dashboard::new(Arc::clone(&jobs)).token("s3cret-token");
+    assert_eq!(get(&d, "/").status, 401);
+    assert_eq!(get(&d, "/jobs").status, 401);
+    assert_eq!(get(&d, "/?token=wrong").status, 401);
+    // The token in the query sets a cookie, which then opens every page.
+    let login = get(&d, "/?token=s3cret-token");
+    assert_eq!(login.status, 303);
+    let cookie = login.header("set-cookie").unwrap().to_owned();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    let with_cookie = |target: &str| {
+        let mut r = Request::get(target);
+        r.headers.push((
+            "Cookie".into(),
+            cookie.split(';').next().unwrap().to_owned(),
+        ));
+        d.handle(&r)
+    };
+    assert_eq!(with_cookie("/").status, 200);
+    let mut bearer = Request::get("/jobs");
+    bearer
+        .headers
+        .push(("Authorization".into(), "Bearer s3cret-token".into()));
+    assert_eq!(d.handle(&bearer).status, 200);
+
+    // A form without the CSRF token, or from another origin, changes nothing.
+    let open = Dashboard::new(Arc::clone(&jobs));
+    let forged = post(&open, &[("action", "cancel"), ("key", "report-0")]);
+    assert_eq!(forged.status, 403);
+    assert!(jobs.job("report-0").unwrap().is_some());
+    let page = get(&open, "/confirm?action=cancel&key=report-0").text();
+    let csrf = csrf_of(&page);
+    let mut other_origin = Request {
+        method: "POST".into(),
+        path: "/action".into(),
+        body: format!("action=cancel&key=report-0&csrf={csrf}").into_bytes(),
+        ..Request::default()
+    };
+    other_origin.headers = vec![
+        ("Origin".into(), "http://evil.example".into()),
+        ("Host".into(), "127.0.0.1:8080".into()),
+    ];
+    assert_eq!(open.handle(&other_origin).status, 403);
+    assert!(jobs.job("report-0").unwrap().is_some());
+    // Unknown pages and methods.
+    assert_eq!(get(&open, "/nothing").status, 404);
+    assert_eq!(get(&open, "/job?key=nothing").status, 404);
+    assert_eq!(get(&open, "/confirm?action=explode&key=x").status, 404);
+    let mut delete = Request::get("/");
+    delete.method = "DELETE".into();
+    assert_eq!(open.handle(&delete).status, 405);
+}
+
+#[test]
+fn the_list_goes_page_by_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let jobs =
+        DurableScheduler::sqlite(&pool, dir.path().join("jobs.db"), Config::default()).unwrap();
+    let base = SystemTime::now() + Duration::from_secs(3600);
+    let batch = (0..120).map(|n| {
+        chronopool_durable::Job::new(
+            format!("k-{n:03}"),
+            "work",
+            "",
+            Schedule::At(base + Duration::from_secs(n)),
+        )
+    });
+    jobs.schedule_all(batch).unwrap();
+    let d = Dashboard::new(Arc::new(jobs)).mounted_at("/ops/jobs/");
+    let mut seen = Vec::new();
+    let mut target = "/jobs".to_owned();
+    loop {
+        let page = get(&d, &target).text();
+        for line in page.split("href=\"/ops/jobs/job?key=").skip(1) {
+            seen.push(line.split('"').next().unwrap().to_owned());
+        }
+        let Some(at) = page.find("href=\"/ops/jobs/jobs?after_time") else {
+            break;
+        };
+        let href = page[at + 6..]
+            .split('"')
+            .next()
+            .unwrap()
+            .replace("&amp;", "&");
+        target = href.trim_start_matches("/ops/jobs").to_owned();
+    }
+    let expected: Vec<String> = (0..120).map(|n| format!("k-{n:03}")).collect();
+    assert_eq!(seen, expected);
+}
+
+/// The standalone server answers over TCP, and stops when dropped.
+#[test]
+fn the_server_serves_over_tcp() {
+    let (_dir, _pool, jobs) = store(false);
+    let server = Dashboard::new(jobs).serve("127.0.0.1:0").unwrap();
+    let addr = server.addr();
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(b"GET /jobs?handler=report HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    assert!(reply.contains("report-1"));
+    drop(server);
+    // The listener closes with its accepting thread, which the drop ends.
+    let waited = std::time::Instant::now();
+    while std::net::TcpStream::connect(addr).is_ok() {
+        assert!(waited.elapsed() < Duration::from_secs(5), "still listening");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
