@@ -129,8 +129,12 @@ enum Command {
         bind: String,
         /// The access token every request must carry (a bearer header, or
         /// the cookie `/?token=…` sets).
-        #[arg(long, env = "CHRONOPOOL_DURABLE_TOKEN")]
+        #[arg(long, env = "CHRONOPOOL_DURABLE_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// A host name the dashboard is reached by, answered without a
+        /// token too (by default only localhost, 127.0.0.1 and [::1]).
+        #[arg(long)]
+        allow_host: Vec<String>,
     },
 }
 
@@ -316,8 +320,13 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         .build()
         .map_err(|e| Failure::Error(format!("executor: {e}")))?;
     let jobs = open(store, &pool)?;
-    if let Command::Serve { bind, token } = &cli.command {
-        return serve(jobs, bind, token.as_deref());
+    if let Command::Serve {
+        bind,
+        token,
+        allow_host,
+    } = &cli.command
+    {
+        return serve(jobs, bind, token.as_deref(), allow_host);
     }
     let json = cli.json;
     let report = match &cli.command {
@@ -343,10 +352,18 @@ fn run(cli: &Cli) -> Result<(), Failure> {
 }
 
 /// Serves the dashboard until the process is ended; prints where.
-fn serve(jobs: DurableScheduler, bind: &str, token: Option<&str>) -> Result<(), Failure> {
+fn serve(
+    jobs: DurableScheduler,
+    bind: &str,
+    token: Option<&str>,
+    hosts: &[String],
+) -> Result<(), Failure> {
     let mut dashboard = chronopool_durable_web::Dashboard::new(std::sync::Arc::new(jobs));
     if let Some(token) = token {
         dashboard = dashboard.token(token);
+    }
+    for host in hosts {
+        dashboard = dashboard.allow_host(host.clone());
     }
     let server = dashboard
         .serve(bind)

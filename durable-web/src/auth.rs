@@ -4,6 +4,10 @@
 //!   `Authorization: Bearer <token>`, or as the `chronopool_token` cookie,
 //!   which `/?token=<token>` sets (`HttpOnly`, `SameSite=Strict`) for a
 //!   browser. Compared in constant time.
+//! * **Without a token**, only requests addressed to this machine by name
+//!   (`Host` localhost, 127.0.0.1, [::1], or a name the application
+//!   allowed) are answered: a page of another site whose name was made to
+//!   resolve to 127.0.0.1 (DNS rebinding) sends its own name.
 //! * **Forms**: every change is a `POST` whose form carries the dashboard's
 //!   CSRF token (128 random bits drawn when it was made; another site's
 //!   page cannot read it), and whose `Origin`, if sent, is this host.
@@ -35,6 +39,22 @@ pub(crate) fn allowed(request: &Request, token: Option<&str>) -> bool {
     presented.is_some_and(|p| same(p, token))
 }
 
+/// True if `request`'s `Host` (its name, without the port) is this
+/// machine's, or one of `allowed`; a request without `Host` (not a
+/// browser's) passes.
+pub(crate) fn host_allowed(request: &Request, allowed: &[String]) -> bool {
+    let Some(host) = request.header("host") else {
+        return true;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    let name = name.to_ascii_lowercase();
+    ["localhost", "127.0.0.1", "::1"].contains(&name.as_str())
+        || allowed.iter().any(|a| a.eq_ignore_ascii_case(&name))
+}
+
 /// True if a form posted with `request` may change the store.
 pub(crate) fn form_allowed(request: &Request, csrf: &str, field: Option<&str>) -> bool {
     let origin_ok = match (request.header("origin"), request.header("host")) {
@@ -59,6 +79,26 @@ pub(crate) fn random_token() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_are_this_machines_or_allowed() {
+        let with_host = |h: &str| Request {
+            headers: vec![("Host".into(), h.into())],
+            ..Request::default()
+        };
+        let none: &[String] = &[];
+        for ok in ["localhost:8080", "127.0.0.1:9", "[::1]:80", "LOCALHOST"] {
+            assert!(host_allowed(&with_host(ok), none), "{ok}");
+        }
+        for bad in ["evil.example:8080", "127.0.0.1.evil.example", "[::2]:80"] {
+            assert!(!host_allowed(&with_host(bad), none), "{bad}");
+        }
+        assert!(host_allowed(
+            &with_host("ops.internal:8080"),
+            &["ops.internal".into()]
+        ));
+        assert!(host_allowed(&Request::default(), none));
+    }
 
     #[test]
     fn tokens_compare_whole() {

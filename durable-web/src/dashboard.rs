@@ -39,18 +39,34 @@ pub struct Dashboard {
     token: Option<String>,
     csrf: String,
     base: String,
+    /// Host names answered without a token, beside this machine's.
+    hosts: Vec<String>,
 }
 
 impl Dashboard {
     /// The dashboard of `jobs`'s store, mounted at `/`, with no access
-    /// token (serve it on localhost only, the default of the CLI).
+    /// token: it answers only requests addressed to this machine by name
+    /// (localhost, 127.0.0.1, [::1]: see [`allow_host`](Self::allow_host)),
+    /// but any local user may use it. Give it a [`token`](Self::token)
+    /// beyond a single-user machine.
     pub fn new(jobs: Arc<DurableScheduler>) -> Dashboard {
         Dashboard {
             jobs,
             token: None,
             csrf: auth::random_token(),
             base: String::new(),
+            hosts: Vec::new(),
         }
+    }
+
+    /// The dashboard, answering requests addressed to `host` (a name
+    /// this machine is reached by) without a token too. Without a token,
+    /// only `localhost`, `127.0.0.1` and `[::1]` are answered otherwise, so
+    /// that another site's page cannot reach it through DNS rebinding.
+    #[must_use]
+    pub fn allow_host(mut self, host: impl Into<String>) -> Dashboard {
+        self.hosts.push(host.into());
+        self
     }
 
     /// The dashboard, asking every request for `token` (see the module
@@ -98,6 +114,17 @@ impl Dashboard {
                 ));
                 return r;
             }
+        }
+        if self.token.is_none() && !auth::host_allowed(request, &self.hosts) {
+            return Response::html(
+                421,
+                pages::message(
+                    ctx,
+                    "Not this host",
+                    "This dashboard answers requests for localhost only (or the hosts it \
+                     allows), unless it has an access token.",
+                ),
+            );
         }
         if !auth::allowed(request, self.token.as_deref()) {
             return Response::html(401, pages::login(ctx));

@@ -3,6 +3,7 @@
 
 use std::io::Read;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -10,7 +11,12 @@ use crate::dashboard::Dashboard;
 use crate::http::Request;
 
 /// The largest form body read (a verb's form is a few hundred bytes).
-const MAX_BODY: u64 = 64 * 1024;
+const MAX_BODY: usize = 64 * 1024;
+
+/// The most requests answered at once, each on a thread of its own: a
+/// client that sends a body slowly holds its thread only, and one more
+/// than this is answered 503 at once.
+const MAX_AT_ONCE: usize = 16;
 
 /// A dashboard being served ([`Dashboard::serve`]); dropping it stops the
 /// server.
@@ -54,8 +60,8 @@ impl Drop for Server {
 
 impl Dashboard {
     /// Serves the dashboard on `addr` (localhost, unless the application
-    /// chooses otherwise: give it a [`token`](Dashboard::token) then), one
-    /// request at a time on a thread of its own.
+    /// chooses otherwise: give it a [`token`](Dashboard::token) then), each
+    /// request on a thread of its own, at most 16 at once.
     ///
     /// # Errors
     ///
@@ -68,11 +74,28 @@ impl Dashboard {
             .ok_or_else(|| std::io::Error::other("not an IP address"))?;
         let server = Arc::new(server);
         let serving = Arc::clone(&server);
+        let dashboard = Arc::new(self);
         let thread = std::thread::Builder::new()
             .name("chronopool-durable-web".into())
             .spawn(move || {
+                let at_once = Arc::new(AtomicUsize::new(0));
                 for request in serving.incoming_requests() {
-                    answer(&self, request);
+                    if at_once.fetch_add(1, Ordering::SeqCst) >= MAX_AT_ONCE {
+                        at_once.fetch_sub(1, Ordering::SeqCst);
+                        let busy = tiny_http::Response::from_string("busy").with_status_code(503);
+                        let _ = request.respond(busy);
+                        continue;
+                    }
+                    let (dashboard, done) = (Arc::clone(&dashboard), Arc::clone(&at_once));
+                    let spawned = std::thread::Builder::new()
+                        .name("chronopool-durable-web-request".into())
+                        .spawn(move || {
+                            answer(&dashboard, request);
+                            done.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    if spawned.is_err() {
+                        at_once.fetch_sub(1, Ordering::SeqCst);
+                    }
                 }
             })?;
         Ok(Server {
@@ -86,8 +109,18 @@ impl Dashboard {
 fn answer(dashboard: &Dashboard, mut request: tiny_http::Request) {
     let url = request.url().to_owned();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
+    // Only a POST has a body worth reading, and only a small one.
     let mut body = Vec::new();
-    let _ = request.as_reader().take(MAX_BODY).read_to_end(&mut body);
+    if request.method() == &tiny_http::Method::Post {
+        if request.body_length().is_some_and(|n| n > MAX_BODY) {
+            let _ = request.respond(tiny_http::Response::empty(413));
+            return;
+        }
+        let _ = request
+            .as_reader()
+            .take(MAX_BODY as u64)
+            .read_to_end(&mut body);
+    }
     let ours = Request {
         method: request.method().as_str().to_owned(),
         path: path.to_owned(),

@@ -147,10 +147,15 @@ fn pages_filters_and_verbs_on_both_stores() {
         let moved = jobs.job("report-0").unwrap().unwrap().next_fire;
         assert!(moved <= SystemTime::now());
         confirm_and_post(&d, "retry", HOSTILE);
-        assert_eq!(
-            jobs.job(HOSTILE).unwrap().unwrap().state,
-            JobState::Scheduled
-        );
+        // Retried, it runs again (and dies again): its second run.
+        let waited = std::time::Instant::now();
+        while jobs.history(Some(HOSTILE), 10).unwrap().len() < 2 {
+            assert!(
+                waited.elapsed() < Duration::from_secs(30),
+                "never ran again"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
         confirm_and_post(&d, "cancel", "report-2");
         assert!(jobs.job("report-2").unwrap().is_none());
         // A verb that does not apply changes nothing, and says so.
@@ -313,7 +318,9 @@ fn the_server_serves_over_tcp() {
     let addr = server.addr();
     let mut stream = std::net::TcpStream::connect(addr).unwrap();
     stream
-        .write_all(b"GET /jobs?handler=report HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .write_all(
+            b"GET /jobs?handler=report HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        )
         .unwrap();
     let mut reply = String::new();
     stream.read_to_string(&mut reply).unwrap();
@@ -326,4 +333,58 @@ fn the_server_serves_over_tcp() {
         assert!(waited.elapsed() < Duration::from_secs(5), "still listening");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Without a token, a request for another host name (a page of another
+/// site whose name resolves to 127.0.0.1: DNS rebinding) is refused; the
+/// names the application allows, and any with a token, are answered.
+#[test]
+fn without_a_token_only_this_machine_s_names_are_answered() {
+    let (_dir, _pool, jobs) = store(false);
+    let with_host = |d: &Dashboard, host: &str| {
+        let mut r = Request::get("/");
+        r.headers.push(("Host".into(), host.into()));
+        d.handle(&r).status
+    };
+    let open = Dashboard::new(Arc::clone(&jobs)).allow_host("ops.internal");
+    assert_eq!(with_host(&open, "127.0.0.1:8080"), 200);
+    assert_eq!(with_host(&open, "localhost:8080"), 200);
+    assert_eq!(with_host(&open, "ops.internal:8080"), 200);
+    assert_eq!(with_host(&open, "rebound.evil.example:8080"), 421);
+    let guarded = Dashboard::new(jobs).token("t");
+    let mut r = Request::get("/");
+    r.headers.push(("Host".into(), "jobs.example.com".into()));
+    r.headers.push(("Authorization".into(), "Bearer t".into()));
+    assert_eq!(guarded.handle(&r).status, 200);
+}
+
+/// A client that announces a body and never sends it holds its own
+/// request only; a body over the limit is refused unread.
+#[test]
+fn a_slow_client_holds_up_no_other() {
+    let (_dir, _pool, jobs) = store(false);
+    let server = Dashboard::new(jobs).serve("127.0.0.1:0").unwrap();
+    let addr = server.addr();
+    let mut slow = std::net::TcpStream::connect(addr).unwrap();
+    slow.write_all(
+        b"POST /action HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2000\r\n\r\npartial",
+    )
+    .unwrap();
+    let fetch = |request: &[u8]| {
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.write_all(request).unwrap();
+        let mut reply = String::new();
+        let _ = stream.read_to_string(&mut reply);
+        reply
+    };
+    let reply = fetch(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let big = fetch(
+        b"POST /action HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10000000\r\nConnection: close\r\n\r\n",
+    );
+    assert!(big.starts_with("HTTP/1.1 413"), "{big}");
+    drop(slow);
 }

@@ -183,8 +183,10 @@ impl DurableScheduler {
         // fire time less (or plus) whole periods. A cron expression's are
         // its own.
         let mut next = match recurrence {
+            // The earliest occurrence at or after `from`: whole periods
+            // back from the fire time (rounded down), or forward (up).
             Recurrence::Every(period) if row.next_fire >= from => {
-                let periods = periods_in(row.next_fire - from, period);
+                let periods = (row.next_fire - from) / period;
                 Some(row.next_fire - periods.saturating_mul(period))
             }
             Recurrence::Every(period) => {

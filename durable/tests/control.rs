@@ -322,6 +322,7 @@ fn listings_filter_page_and_count() {
         assert_eq!(listed(JobQuery::new().key_prefix("a%")), ["a%1", "a%5"]);
         assert_eq!(listed(JobQuery::new().key_prefix("a_")), ["a_2"]);
         assert_eq!(listed(JobQuery::new().key_prefix("a")).len(), 4);
+        assert!(listed(JobQuery::new().key_prefix("A")).is_empty(), "{kind:?}: case");
         // Pages of two.
         let mut pages = Vec::new();
         let mut q = JobQuery::new().limit(2);
@@ -391,6 +392,10 @@ fn backfill_runs_a_past_range_s_occurrences_once_each() {
         assert!(ran
             .iter()
             .all(|(key, _)| key.starts_with("hourly@backfill-")));
+        // A range off the schedule's phase: only the occurrences in it.
+        let off = Duration::from_secs(1800);
+        assert_eq!(jobs.backfill("hourly", from + off, to + off).unwrap(), 5);
+        assert_eq!(jobs.backfill("hourly", from + off, to - off).unwrap(), 4);
         assert!(jobs.backfill("nothing", from, to).is_err());
         jobs.schedule("once", "hourly", b"", Schedule::After(hour))
             .unwrap();

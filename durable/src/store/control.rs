@@ -48,17 +48,3 @@ pub(crate) struct Retention {
     /// looked at this time).
     pub(crate) keep_runs: Option<usize>,
 }
-
-/// The escape of `prefix` for a `LIKE … ESCAPE '\'` pattern that matches
-/// the keys starting with it.
-pub(crate) fn like_prefix(prefix: &str) -> String {
-    let mut pattern = String::with_capacity(prefix.len() + 1);
-    for c in prefix.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            pattern.push('\\');
-        }
-        pattern.push(c);
-    }
-    pattern.push('%');
-    pattern
-}

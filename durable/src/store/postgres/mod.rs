@@ -61,7 +61,7 @@ use postgres::{Client, NoTls};
 
 use super::app_transaction::{EndedIn, Rows, RunToEnd, Statements};
 use super::{
-    control, Claim, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState,
+    Claim, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState,
     ListQuery, NewJob, Notice, Retention, Role, Row, RunEnd, RunRow, Store, Stored, POLL_NOTICE,
 };
 use crate::error::StoreError;
@@ -825,7 +825,9 @@ fn record_runs(
 
 /// The history rows of runs' ends: keys `$1`, runs `$2`, outcomes `$3`,
 /// errors `$4`, owner `$5`, at `$6` (a `timestamptz`; sqlx sends
-/// microseconds to [`RECORD_RUN_MICROS`]).
+/// microseconds to [`RECORD_RUN_MICROS`]). The rows are locked as they
+/// are read: a take-over cannot commit between this and the end, which
+/// would record a run that ends lost.
 const RECORD_RUNS: &str = "
     INSERT INTO chronopool_runs
         (key, name, owner, owner_name, attempt, due, started_at, ended_at, outcome, error)
@@ -834,7 +836,8 @@ const RECORD_RUNS: &str = "
         FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[])
              AS f(key, run, outcome, error)
         JOIN chronopool_jobs AS j ON j.key = f.key AND j.run = f.run
-        WHERE j.owner = $5 AND j.state = 'running'";
+        WHERE j.owner = $5 AND j.state = 'running'
+        FOR UPDATE OF j";
 
 /// [`RECORD_RUNS`] for one run, its time in microseconds (`$6`).
 #[cfg(feature = "sqlx")]
@@ -844,7 +847,8 @@ pub(crate) const RECORD_RUN_MICROS: &str = concat!(
     SELECT key, name, owner, owner_name, attempt, next_fire, started_at, ",
     at_micros!("$6::bigint"),
     ", $3, $4 FROM chronopool_jobs
-        WHERE key = $1 AND run = $2 AND owner = $5 AND state = 'running'"
+        WHERE key = $1 AND run = $2 AND owner = $5 AND state = 'running'
+        FOR UPDATE"
 );
 
 /// The claim's keys and handlers less those held back by their handlers'
@@ -1105,7 +1109,7 @@ impl Conn for PgConn {
 
     fn query(&mut self, q: &ListQuery<'_>) -> Result<Vec<Row>, StoreError> {
         let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
-        let prefix = q.key_prefix.map(control::like_prefix);
+        let prefix = q.key_prefix;
         self.run(|c| {
             let rows = c.query(
                 &format!(
@@ -1113,7 +1117,7 @@ impl Conn for PgConn {
                      WHERE ($1::text IS NULL OR state = $1)
                        AND ($2::bool IS NULL OR {IS_PAUSED} = $2)
                        AND ($3::text IS NULL OR name = $3)
-                       AND ($4::text IS NULL OR key LIKE $4 ESCAPE '\\')
+                       AND ($4::text IS NULL OR left(key, length($4)) = $4)
                        AND ($5::timestamptz IS NULL OR next_fire < $5)
                        AND ($6::timestamptz IS NULL OR (next_fire, key) > ($6, $7::text))
                      ORDER BY next_fire, key LIMIT $8"

@@ -37,7 +37,7 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::app_transaction::{EndedIn, Rows, RunToEnd, Statements};
 use super::{
-    control, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, ListQuery, NewJob,
+    Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, JobState, ListQuery, NewJob,
     Retention, Role, Row, RunEnd, RunRow, Store, Stored,
 };
 use crate::error::StoreError;
@@ -760,13 +760,13 @@ impl Conn for SqliteConn {
                  WHERE (?1 IS NULL OR state = ?1)
                    AND (?2 IS NULL OR (paused = 1 OR name IN (SELECT name FROM chronopool_paused_names)) = ?2)
                    AND (?3 IS NULL OR name = ?3)
-                   AND (?4 IS NULL OR key LIKE ?4 ESCAPE '\\')
+                   AND (?4 IS NULL OR substr(key, 1, length(?4)) = ?4)
                    AND (?5 IS NULL OR next_fire < ?5)
                    AND (?6 IS NULL OR next_fire > ?6 OR (next_fire = ?6 AND key > ?7))
                  ORDER BY next_fire, key LIMIT ?8"
             ))
             .map_err(store_error)?;
-        let prefix = q.key_prefix.map(control::like_prefix);
+        let prefix = q.key_prefix;
         let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
         let rows = statement
             .query_map(
