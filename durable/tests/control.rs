@@ -322,7 +322,10 @@ fn listings_filter_page_and_count() {
         assert_eq!(listed(JobQuery::new().key_prefix("a%")), ["a%1", "a%5"]);
         assert_eq!(listed(JobQuery::new().key_prefix("a_")), ["a_2"]);
         assert_eq!(listed(JobQuery::new().key_prefix("a")).len(), 4);
-        assert!(listed(JobQuery::new().key_prefix("A")).is_empty(), "{kind:?}: case");
+        assert!(
+            listed(JobQuery::new().key_prefix("A")).is_empty(),
+            "{kind:?}: case"
+        );
         // Pages of two.
         let mut pages = Vec::new();
         let mut q = JobQuery::new().limit(2);

@@ -61,8 +61,8 @@ use postgres::{Client, NoTls};
 
 use super::app_transaction::{EndedIn, Rows, RunToEnd, Statements};
 use super::{
-    Claim, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState,
-    ListQuery, NewJob, Notice, Retention, Role, Row, RunEnd, RunRow, Store, Stored, POLL_NOTICE,
+    Claim, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, ListQuery,
+    NewJob, Notice, Retention, Role, Row, RunEnd, RunRow, Store, Stored, POLL_NOTICE,
 };
 use crate::error::StoreError;
 use crate::schedule::{missed_name, missed_of};
