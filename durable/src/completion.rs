@@ -35,7 +35,7 @@ use crate::time::Micros;
 
 /// A run's success as of when it is asked for: its finish, and the time
 /// its history row records (`None`: no history).
-type Success = dyn Fn(&Row) -> (Finish, Option<Micros>) + Send + Sync;
+type Success = dyn Fn(&Row) -> (Finish, Option<(Micros, usize)>) + Send + Sync;
 
 /// What a run's handler can end its run with, and what it did: shared by
 /// the run (which made it) and the handler's context.
@@ -71,7 +71,7 @@ impl RunRecord {
     pub(crate) fn new(
         owner: String,
         fence: Fence,
-        success: impl Fn(&Row) -> (Finish, Option<Micros>) + Send + Sync + 'static,
+        success: impl Fn(&Row) -> (Finish, Option<(Micros, usize)>) + Send + Sync + 'static,
     ) -> Arc<RunRecord> {
         Arc::new(RunRecord {
             owner,
@@ -90,7 +90,11 @@ impl RunRecord {
     }
 
     /// The statement's arguments for this run's success, now.
-    fn to_end<'a>(&'a self, finish: &'a Finish, record_at: Option<Micros>) -> RunToEnd<'a> {
+    fn to_end<'a>(
+        &'a self,
+        finish: &'a Finish,
+        record_at: Option<(Micros, usize)>,
+    ) -> RunToEnd<'a> {
         RunToEnd {
             owner: &self.owner,
             fence: &self.fence,

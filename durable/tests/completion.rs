@@ -265,6 +265,8 @@ fn a_rolled_back_end_leaves_the_run_to_what_its_handler_returns() {
         assert_eq!(runs.load(Ordering::SeqCst), 2, "{kind:?}");
         assert_eq!(db.invoices("twice"), 1, "{kind:?}");
         assert_eq!(db.invoices("quiet"), 0, "{kind:?}");
+        // The last outcome is counted once the run loop has stored it.
+        eventually("all counted", || jobs.metrics().running == 0);
         let metrics = jobs.metrics();
         assert_eq!(
             (metrics.retried, metrics.succeeded, metrics.lost),
@@ -470,8 +472,13 @@ fn killed_in_its_handler(kind: Kind, part: &str) -> Killed {
 #[test]
 fn killed_between_its_write_and_its_commit_the_job_runs_again_and_writes_once() {
     for kind in BOTH {
+        // Every field bound: the pool and the store live to the end.
         let Killed {
-            jobs, runs, mut db, ..
+            jobs,
+            runs,
+            mut db,
+            _pool,
+            _store,
         } = killed_in_its_handler(kind, "die_before_commit");
         assert_eq!(db.invoices("j"), 0, "{kind:?}: the write died with it");
         let row = jobs.job("j").unwrap().expect("the job is still there");
@@ -486,8 +493,13 @@ fn killed_between_its_write_and_its_commit_the_job_runs_again_and_writes_once() 
 #[test]
 fn killed_after_its_commit_the_job_never_runs_again() {
     for kind in BOTH {
+        // Every field bound: the pool and the store live to the end.
         let Killed {
-            jobs, runs, mut db, ..
+            jobs,
+            runs,
+            mut db,
+            _pool,
+            _store,
         } = killed_in_its_handler(kind, "die_after_commit");
         assert_eq!(db.invoices("j"), 1, "{kind:?}");
         assert!(

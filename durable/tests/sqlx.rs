@@ -237,6 +237,7 @@ fn an_async_handler_s_write_and_its_run_s_end_commit_together_in_sqlx() {
             }
         });
         assert_eq!(counts, ([1, 1, 1, 1], 5), "{kind:?}");
+        eventually("all counted", || jobs.metrics().running == 0);
         let metrics = jobs.metrics();
         assert_eq!(
             (metrics.succeeded, metrics.retried, metrics.lost),

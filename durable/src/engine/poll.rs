@@ -49,10 +49,6 @@ pub(crate) const WATCH: Duration = Duration::from_millis(25);
 #[cfg(feature = "metrics")]
 const GAUGES_EVERY: Duration = Duration::from_secs(15);
 
-/// How often, at the most, the history is trimmed to each job's last runs
-/// (a read of the whole history).
-const TRIM_EVERY: Duration = Duration::from_secs(60);
-
 /// The poll loop (module doc).
 pub(crate) struct PollLoop {
     shared: Arc<Shared>,
@@ -69,8 +65,6 @@ pub(crate) struct PollLoop {
     /// later that finds it still so ends its leases.
     suspects: HashMap<i64, Instant>,
     recheck_at: Option<Instant>,
-    /// When the history was last trimmed to each job's last runs.
-    trimmed_at: Option<Instant>,
     /// When the jobs-by-state gauges were last read (`metrics` feature).
     #[cfg(feature = "metrics")]
     gauges_at: Option<Instant>,
@@ -96,19 +90,9 @@ impl PollLoop {
             seen: None,
             suspects: HashMap::new(),
             recheck_at: None,
-            trimmed_at: None,
             #[cfg(feature = "metrics")]
             gauges_at: None,
         }
-    }
-
-    /// True once a minute at the most: the history's trim (`poll`).
-    fn trim_due(&mut self) -> bool {
-        let due = self.trimmed_at.is_none_or(|at| at.elapsed() >= TRIM_EVERY);
-        if due {
-            self.trimmed_at = Some(Instant::now());
-        }
-        due
     }
 
     pub(crate) fn run(mut self) {
@@ -238,14 +222,10 @@ impl PollLoop {
                 .place(&shared, &d.key, &d.name, d.fire, d.expired, stamp);
         }
         let before = |keep: Duration| now.saturating_sub(time::duration_micros_saturating(keep));
-        let trim = self.trim_due();
         let cleaned = self.conn()?.clean(&Retention {
             done_before: before(config.keep_done),
             dead_before: before(config.keep_dead),
             runs_before: before(config.keep_runs_for),
-            // Trimming each job's runs to the last few reads the whole
-            // history: once a minute at the most.
-            keep_runs: trim.then_some(config.keep_runs),
         })?;
         shared.counters.cleaned(cleaned);
         #[cfg(feature = "metrics")]

@@ -73,7 +73,9 @@ impl RunGuard {
             let shared = Arc::clone(&shared);
             move |row: &Row| {
                 let finish = finish_of(&shared, row, Ok(()));
-                (finish, shared.keeps_runs().then(|| shared.now_micros()))
+                let record = shared.keeps_runs();
+                let keep = shared.config.keep_runs;
+                (finish, record.then(|| (shared.now_micros(), keep)))
             }
         };
         let record = RunRecord::new(shared.owner.id.clone(), self.fence.clone(), success);

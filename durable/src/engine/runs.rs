@@ -53,8 +53,8 @@ use crate::completion::Completed;
 use crate::error::StoreError;
 use crate::metrics::Outcome;
 use crate::store::{
-    Claim, Conn, Exchange, Exchanged, Fence, Finish, Role, Row, RunEnd, Store, BATCH_LIMIT,
-    KEEP_ALIVE,
+    Claim, Conn, Exchange, Exchanged, Fence, Finish, History, Role, Row, RunEnd, Store,
+    BATCH_LIMIT, KEEP_ALIVE,
 };
 use crate::time::{self, Micros};
 
@@ -472,7 +472,10 @@ impl RunLoop {
         let exchange = Exchange {
             owner: &shared.owner,
             ends: &pairs,
-            history: shared.keeps_runs().then_some(skipped.as_slice()),
+            history: shared.keeps_runs().then_some(History {
+                skipped: &skipped,
+                keep: shared.config.keep_runs,
+            }),
             now,
             claim: (!keys.is_empty()).then_some(Claim {
                 keys: &keys,

@@ -43,8 +43,9 @@ pub struct RunToEnd<'a> {
     pub(crate) owner: &'a str,
     pub(crate) fence: &'a Fence,
     pub(crate) finish: &'a Finish,
-    /// When the run ended, for its history row (`None`: no history).
-    pub(crate) record_at: Option<crate::time::Micros>,
+    /// When the run ended, for its history row, and how many runs of the
+    /// job the history keeps (`None`: no history).
+    pub(crate) record_at: Option<(crate::time::Micros, usize)>,
 }
 
 /// What became of a run a [`Statements`] ended (opaque outside the crate).

@@ -5,8 +5,8 @@
 use chronopool::MissedRuns;
 
 use super::{
-    Claim, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, IfExists, JobState, ListQuery,
-    NewJob, Retention,
+    Claim, Conn, Due, DueQuery, Exchange, Exchanged, Fence, Finish, History, IfExists, JobState,
+    ListQuery, NewJob, Retention,
 };
 use crate::owner::Owner;
 use crate::time::Micros;
@@ -116,7 +116,6 @@ fn retention(done_before: Micros, dead_before: Micros) -> Retention {
         done_before,
         dead_before,
         runs_before: 0,
-        keep_runs: None,
     }
 }
 
@@ -585,7 +584,7 @@ pub(crate) fn if_exists_edges_hold(conn: &mut dyn Conn) {
 /// neither due nor claimed.
 pub(crate) fn history_limits_and_pauses_hold(conn: &mut dyn Conn) {
     let a = Owner::new(Some("a".into()));
-    let run_once = |conn: &mut dyn Conn, run: i64, at: Micros, finish: Finish| {
+    let run_kept = |conn: &mut dyn Conn, run: i64, at: Micros, finish: Finish, keep: usize| {
         assert_eq!(claim(conn, &a, &["h"], run, at).claimed.len(), 1);
         let ends = [(fence("h", run), finish)];
         conn.exchange(&Exchange {
@@ -593,10 +592,16 @@ pub(crate) fn history_limits_and_pauses_hold(conn: &mut dyn Conn) {
             ends: &ends,
             claim: None,
             renew: None,
-            history: Some(&[false]),
+            history: Some(History {
+                skipped: &[false],
+                keep,
+            }),
             now: at + S,
         })
         .unwrap()
+    };
+    let run_once = |conn: &mut dyn Conn, run: i64, at: Micros, finish: Finish| {
+        run_kept(conn, run, at, finish, 100)
     };
     conn.upsert(&[every_hour("h", T0, IfExists::KeepSame)])
         .unwrap();
@@ -649,7 +654,10 @@ pub(crate) fn history_limits_and_pauses_hold(conn: &mut dyn Conn) {
         ends: &ends,
         claim: None,
         renew: None,
-        history: Some(&[false]),
+        history: Some(History {
+            skipped: &[false],
+            keep: 100,
+        }),
         now: T0,
     })
     .unwrap();
@@ -659,13 +667,20 @@ pub(crate) fn history_limits_and_pauses_hold(conn: &mut dyn Conn) {
         counts,
         [("failed".to_owned(), 1), ("succeeded".to_owned(), 3)]
     );
-    // Trimmed to the last two; then the old ones go.
-    let mut keep = retention(T0, T0);
-    keep.keep_runs = Some(2);
-    conn.clean(&keep).unwrap();
+    // A run written with a keep of two leaves the job's last two.
+    conn.upsert(&[every_hour("h", T0, IfExists::KeepSame)])
+        .unwrap();
+    let next = Finish::Next {
+        next_fire: T0 + 3600 * S,
+    };
+    run_kept(conn, 8, T0, next, 2);
     let runs = conn.runs(Some("h"), 100).unwrap();
     assert_eq!(runs.len(), 2);
-    assert_eq!(runs[0].outcome, "failed");
+    assert_eq!(
+        (runs[0].outcome.as_str(), runs[1].outcome.as_str()),
+        ("succeeded", "failed")
+    );
+    // Then the old ones go.
     let mut old = retention(T0, T0);
     old.runs_before = T0 + 100 * 3600 * S;
     conn.clean(&old).unwrap();

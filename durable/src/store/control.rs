@@ -42,9 +42,7 @@ pub(crate) struct Retention {
     pub(crate) done_before: Micros,
     /// Dead jobs finished before this.
     pub(crate) dead_before: Micros,
-    /// Runs ended before this.
+    /// Runs ended before this (each job's runs beyond its last few go as
+    /// new ones are written).
     pub(crate) runs_before: Micros,
-    /// Of each job's runs, all but this many of the last (`None`: not
-    /// looked at this time).
-    pub(crate) keep_runs: Option<usize>,
 }

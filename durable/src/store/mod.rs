@@ -369,10 +369,19 @@ pub(crate) struct Exchange<'a> {
     /// Leases to extend to `.1`.
     pub(crate) renew: Option<(&'a [Fence], Micros)>,
     /// The runs' history: for each end, whether its occurrence was skipped
-    /// (too late); `None`: no history is kept. Written when the end holds
-    /// its fence, at `now`.
-    pub(crate) history: Option<&'a [bool]>,
+    /// (too late), and how many runs of each job are kept; `None`: no
+    /// history is kept. Written when the end holds its fence, at `now`.
+    pub(crate) history: Option<History<'a>>,
     pub(crate) now: Micros,
+}
+
+/// What an exchange writes to the history (see [`Exchange::history`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct History<'a> {
+    pub(crate) skipped: &'a [bool],
+    /// Each job keeps its last `keep` runs: older ones go as a new one is
+    /// written.
+    pub(crate) keep: usize,
 }
 
 /// The outcome a run's end records in the history, `None` for an end that

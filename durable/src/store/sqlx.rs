@@ -88,7 +88,7 @@ impl AsyncStatements for sqlx::Transaction<'_, sqlx::Postgres> {
             let keys = vec![run.fence.key.as_str()];
             let runs = vec![run.fence.run];
             let outcome = super::outcome_name(run.finish, false);
-            if let (Some(at), Some(outcome)) = (run.record_at, outcome) {
+            if let (Some((at, keep)), Some(outcome)) = (run.record_at, outcome) {
                 sqlx::query(postgres::RECORD_RUN_MICROS)
                     .bind(&run.fence.key)
                     .bind(run.fence.run)
@@ -96,6 +96,12 @@ impl AsyncStatements for sqlx::Transaction<'_, sqlx::Postgres> {
                     .bind(super::error_of(run.finish))
                     .bind(run.owner)
                     .bind(at)
+                    .execute(&mut **self)
+                    .await
+                    .map_err(sqlx_error)?;
+                sqlx::query(postgres::TRIM_RUNS)
+                    .bind(&keys)
+                    .bind(i64::try_from(keep).unwrap_or(i64::MAX))
                     .execute(&mut **self)
                     .await
                     .map_err(sqlx_error)?;
@@ -188,7 +194,7 @@ impl AsyncStatements for sqlx::Transaction<'_, sqlx::Sqlite> {
         Box::pin(async move {
             let (key, owner, number) = (&run.fence.key, run.owner, run.fence.run);
             let outcome = super::outcome_name(run.finish, false);
-            if let (Some(at), Some(outcome)) = (run.record_at, outcome) {
+            if let (Some((at, keep)), Some(outcome)) = (run.record_at, outcome) {
                 sqlx::query(sqlite::RECORD_RUN)
                     .bind(key)
                     .bind(owner)
@@ -196,6 +202,12 @@ impl AsyncStatements for sqlx::Transaction<'_, sqlx::Sqlite> {
                     .bind(at)
                     .bind(outcome)
                     .bind(super::error_of(run.finish))
+                    .execute(&mut **self)
+                    .await
+                    .map_err(sqlx_error)?;
+                sqlx::query(sqlite::TRIM_RUNS)
+                    .bind(key)
+                    .bind(i64::try_from(keep).unwrap_or(i64::MAX))
                     .execute(&mut **self)
                     .await
                     .map_err(sqlx_error)?;

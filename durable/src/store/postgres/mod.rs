@@ -690,8 +690,8 @@ impl Statements for postgres::Transaction<'_> {
     /// commit: the notification asks for a full poll, as `upsert_jobs`'s.
     fn end_run(&mut self, run: RunToEnd<'_>) -> Result<EndedIn, StoreError> {
         let ends = [(run.fence.clone(), run.finish.clone())];
-        if let Some(now) = run.record_at {
-            record_runs(self, run.owner, &ends, &[false], now).map_err(pg_error)?;
+        if let Some((now, keep)) = run.record_at {
+            record_runs(self, run.owner, &ends, &[false], now, keep).map_err(pg_error)?;
         }
         let end = end_runs(self, run.owner, &ends)
             .map_err(pg_error)?
@@ -801,6 +801,7 @@ fn record_runs(
     ends: &[(Fence, Finish)],
     skipped: &[bool],
     now: Micros,
+    keep: usize,
 ) -> Result<(), postgres::Error> {
     let mut keys = Vec::new();
     let mut runs = Vec::new();
@@ -819,9 +820,20 @@ fn record_runs(
             RECORD_RUNS,
             &[&keys, &runs, &outcomes, &errors, &owner, &at(now)],
         )?;
+        let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+        tx.execute(TRIM_RUNS, &[&keys, &keep])?;
     }
     Ok(())
 }
+
+/// Drops the runs of the jobs `$1` older than each one's last `$2` (the
+/// index on key and id finds them).
+pub(crate) const TRIM_RUNS: &str = "
+    DELETE FROM chronopool_runs AS r
+        USING (SELECT DISTINCT k FROM unnest($1::text[]) AS k) AS t
+    WHERE r.key = t.k
+      AND r.id <= (SELECT id FROM chronopool_runs WHERE key = t.k
+                   ORDER BY id DESC OFFSET $2 LIMIT 1)";
 
 /// The history rows of runs' ends: keys `$1`, runs `$2`, outcomes `$3`,
 /// errors `$4`, owner `$5`, at `$6` (a `timestamptz`; sqlx sends
@@ -900,8 +912,8 @@ fn within_limits(
 fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Error> {
     let owner = x.owner;
     let mut tx = c.transaction()?;
-    if let Some(skipped) = x.history {
-        record_runs(&mut tx, &owner.id, x.ends, skipped, x.now)?;
+    if let Some(h) = x.history {
+        record_runs(&mut tx, &owner.id, x.ends, h.skipped, x.now, h.keep)?;
     }
     let mut done = Exchanged {
         ended: if x.ends.is_empty() {
@@ -1342,17 +1354,6 @@ impl Conn for PgConn {
                 "DELETE FROM chronopool_runs WHERE ended_at < $1",
                 &[&at(r.runs_before)],
             )?;
-            if let Some(keep) = r.keep_runs {
-                let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-                tx.execute(
-                    "DELETE FROM chronopool_runs WHERE id IN (
-                         SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY key
-                                                                       ORDER BY id DESC) AS n
-                                         FROM chronopool_runs) AS ranked
-                         WHERE n > $1)",
-                    &[&keep],
-                )?;
-            }
             tx.commit()?;
             Ok(jobs)
         })

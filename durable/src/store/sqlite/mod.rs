@@ -408,8 +408,9 @@ impl Statements for rusqlite::Transaction<'_> {
     }
 
     fn end_run(&mut self, run: RunToEnd<'_>) -> Result<EndedIn, StoreError> {
-        if let Some(now) = run.record_at {
-            record_run(self, run.owner, run.fence, run.finish, false, now).map_err(store_error)?;
+        if let Some((now, keep)) = run.record_at {
+            record_run(self, run.owner, run.fence, run.finish, false, now, keep)
+                .map_err(store_error)?;
         }
         finish_one(self, run.owner, run.fence, run.finish)
             .map(EndedIn)
@@ -546,6 +547,12 @@ pub(crate) const RECORD_RUN: &str = "INSERT INTO chronopool_runs
         FROM chronopool_jobs
         WHERE key = ?1 AND owner = ?2 AND run = ?3 AND state = 'running'";
 
+/// Drops the runs of the job `?1` older than its last `?2` (the index on
+/// key and id finds them).
+pub(crate) const TRIM_RUNS: &str = "DELETE FROM chronopool_runs
+    WHERE key = ?1 AND id <= (SELECT id FROM chronopool_runs WHERE key = ?1
+                              ORDER BY id DESC LIMIT 1 OFFSET ?2)";
+
 /// Writes the history row of a run's end, if it is a run and still holds
 /// its fence (before its finish, which clears the fence).
 fn record_run(
@@ -555,6 +562,7 @@ fn record_run(
     finish: &Finish,
     skipped: bool,
     now: Micros,
+    keep: usize,
 ) -> rusqlite::Result<()> {
     let Some(outcome) = super::outcome_name(finish, skipped) else {
         return Ok(());
@@ -567,6 +575,9 @@ fn record_run(
         outcome,
         super::error_of(finish)
     ])?;
+    let keep = i64::try_from(keep).unwrap_or(i64::MAX);
+    c.prepare_cached(TRIM_RUNS)?
+        .execute(params![fence.key, keep])?;
     Ok(())
 }
 
@@ -596,8 +607,9 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
     let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut done = Exchanged::default();
     for (i, (fence, finish)) in x.ends.iter().enumerate() {
-        if let Some(skipped) = x.history.and_then(|h| h.get(i)) {
-            record_run(&tx, id, fence, finish, *skipped, x.now)?;
+        if let Some(h) = x.history {
+            let skipped = h.skipped.get(i).copied().unwrap_or(false);
+            record_run(&tx, id, fence, finish, skipped, x.now, h.keep)?;
         }
         done.ended.push(finish_one(&tx, id, fence, finish)?);
     }
@@ -1011,17 +1023,6 @@ impl Conn for SqliteConn {
                 .execute(params![r.done_before, r.dead_before])?;
             tx.prepare_cached("DELETE FROM chronopool_runs WHERE ended_at < ?1")?
                 .execute(params![r.runs_before])?;
-            if let Some(keep) = r.keep_runs {
-                let keep = i64::try_from(keep).unwrap_or(i64::MAX);
-                tx.prepare_cached(
-                    "DELETE FROM chronopool_runs WHERE id IN (
-                         SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY key
-                                                                       ORDER BY id DESC) AS n
-                                         FROM chronopool_runs)
-                         WHERE n > ?1)",
-                )?
-                .execute(params![keep])?;
-            }
             Ok(jobs as u64)
         })
     }

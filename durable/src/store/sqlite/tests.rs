@@ -156,7 +156,6 @@ fn errors_keep_their_code_and_cause() {
             done_before: 0,
             dead_before: 0,
             runs_before: 0,
-            keep_runs: None,
         })
         .unwrap_err();
     assert!(started.elapsed() >= BUSY_TIMEOUT, "it waited for the lock");
