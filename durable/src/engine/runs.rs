@@ -615,8 +615,14 @@ impl RunLoop {
         // a moment later, to be claimed when a run of theirs has ended (in
         // any process).
         let again = time::add(now, time::duration_micros_saturating(LIMIT_RETRY));
+        let stamp = self.shared.placements.stamp();
         for (key, name) in done.held_back {
-            self.shared.place_if_near(&key, &name, again, now);
+            // A take-over stays one (its lease expiry is counted at its
+            // claim).
+            let expired = claiming.iter().any(|f| f.key == key && f.expired);
+            self.shared
+                .placements
+                .place(&self.shared, &key, &name, again, expired, stamp);
         }
         // Claimed and handed over, or not due: a manual clock may move on.
         drop(claiming);

@@ -701,6 +701,11 @@ pub(crate) fn history_limits_and_pauses_hold(conn: &mut dyn Conn) {
     let later = claim_of(conn, &a, &[held.as_str()], "work", 12, T0 + 61 * S);
     assert_eq!(later.claimed.len(), 1);
     assert_eq!(conn.limits().unwrap(), [("work".to_owned(), 1)]);
+    // A limit of 0 holds back for good: nothing to retry.
+    conn.set_limit("work", Some(0)).unwrap();
+    conn.upsert(&[job("l3", "work", T0)]).unwrap();
+    let zero = claim_of(conn, &a, &["l3"], "work", 13, T0 + 62 * S);
+    assert!(zero.claimed.is_empty() && zero.held_back.is_empty());
     conn.set_limit("work", None).unwrap();
     assert!(conn.limits().unwrap().is_empty());
 

@@ -883,17 +883,26 @@ fn within_limits(
     let rows = tx.query(
         "SELECT l.name, l.max_running - (SELECT count(*) FROM chronopool_jobs AS j
                                           WHERE j.name = l.name AND j.state = 'running'
-                                            AND j.lease_until >= $2)
+                                            AND j.lease_until >= $2),
+                l.max_running
              FROM chronopool_limits AS l WHERE l.name = ANY($1)",
         &[&names, &at(claim.now)],
     )?;
     let mut free: HashMap<String, i64> = HashMap::new();
+    let mut zero = HashSet::new();
     for r in &rows {
-        free.insert(r.try_get(0)?, r.try_get(1)?);
+        let name: String = r.try_get(0)?;
+        if r.try_get::<_, i64>(2)? == 0 {
+            zero.insert(name.clone());
+        }
+        free.insert(name, r.try_get(1)?);
     }
     let (mut keys, mut kept) = (Vec::new(), Vec::new());
     for (key, name) in claim.keys.iter().zip(claim.names) {
         match free.get_mut(name) {
+            // A limit of 0 holds the job back for good: not retried (the
+            // polls place it again, and a raised limit lets it).
+            Some(n) if *n <= 0 && zero.contains(name) => {}
             Some(n) if *n <= 0 => held_back.push((key.clone(), name.clone())),
             Some(n) => {
                 *n -= 1;

@@ -582,22 +582,23 @@ fn record_run(
 }
 
 /// For the limited handlers among `names`: how many more runs may start
-/// (their limit less their runs whose lease is live). In the exchange's
+/// (their limit less their runs whose lease is live), and the limit. In the exchange's
 /// transaction, which holds the file's write lock: no other claim counts
 /// meanwhile.
 fn free_slots(
     c: &Connection,
     names: &[String],
     now: Micros,
-) -> rusqlite::Result<HashMap<String, i64>> {
+) -> rusqlite::Result<HashMap<String, (i64, i64)>> {
     let mut statement = c.prepare_cached(
         "SELECT l.name, l.max_running - (SELECT count(*) FROM chronopool_jobs AS j
                                           WHERE j.name = l.name AND j.state = 'running'
-                                            AND j.lease_until >= ?2)
+                                            AND j.lease_until >= ?2),
+                l.max_running
              FROM chronopool_limits AS l WHERE l.name IN rarray(?1)",
     )?;
     let rows = statement.query_map(params![array_of(names), now], |r| {
-        Ok((r.get(0)?, r.get(1)?))
+        Ok((r.get(0)?, (r.get(1)?, r.get(2)?)))
     })?;
     rows.collect()
 }
@@ -632,8 +633,12 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
         ))?;
         for (key, handler) in claim.keys.iter().zip(claim.names) {
             let slot = free.get_mut(handler);
-            if slot.as_ref().is_some_and(|n| **n <= 0) {
-                done.held_back.push((key.clone(), handler.clone()));
+            if let Some((_, limit)) = slot.as_ref().filter(|(left, _)| *left <= 0) {
+                // A limit of 0 holds the job back for good: not retried
+                // (the polls place it again, and a raised limit lets it).
+                if *limit > 0 {
+                    done.held_back.push((key.clone(), handler.clone()));
+                }
                 continue;
             }
             let row = statement
@@ -651,7 +656,7 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
                     row_of,
                 )
                 .optional()?;
-            if let (Some(_), Some(n)) = (&row, slot) {
+            if let (Some(_), Some((n, _))) = (&row, slot) {
                 *n -= 1;
             }
             done.claimed.extend(row);
