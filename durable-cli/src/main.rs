@@ -17,6 +17,8 @@
 //! variable: a PostgreSQL connection string (`postgres://…`,
 //! `postgresql://…`, or libpq's `host=… dbname=…`), else the path of a
 //! SQLite file, which must exist (a typo never creates an empty store).
+//! It never upgrades the store's schema unless `--migrate` asks (a newer
+//! tool must not move the schema under older services).
 //! Every command prints text for people, or one JSON document on stdout
 //! with `--json`; in text, every string of the store (keys, names, errors)
 //! is printed as data, its control characters escaped.
@@ -79,6 +81,12 @@ struct Cli {
     /// Prints one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     json: bool,
+
+    /// Brings an older schema of the store to this version's (by default
+    /// the CLI refuses: upgrading it under older services would keep them
+    /// from starting again).
+    #[arg(long, global = true)]
+    migrate: bool,
 
     /// What to do.
     #[command(subcommand)]
@@ -319,7 +327,7 @@ fn run(cli: &Cli) -> Result<(), Failure> {
         .worker_threads(1)
         .build()
         .map_err(|e| Failure::Error(format!("executor: {e}")))?;
-    let jobs = open(store, &pool)?;
+    let jobs = open(store, &pool, cli.migrate)?;
     if let Command::Serve {
         bind,
         token,
@@ -384,9 +392,11 @@ fn is_postgres(store: &str) -> bool {
 
 /// A scheduler on `store`, never started: it only reads and changes the
 /// store.
-fn open(store: &str, pool: &ScheduledExecutor) -> Result<DurableScheduler, Failure> {
+fn open(store: &str, pool: &ScheduledExecutor, migrate: bool) -> Result<DurableScheduler, Failure> {
+    let mut config = Config::default();
+    config.migrate = migrate;
     if is_postgres(store) {
-        return Ok(DurableScheduler::postgres(pool, store, Config::default())?);
+        return Ok(DurableScheduler::postgres(pool, store, config)?);
     }
     let path = Path::new(store);
     if !path.exists() {
@@ -396,7 +406,7 @@ fn open(store: &str, pool: &ScheduledExecutor) -> Result<DurableScheduler, Failu
             quoted(store)
         )));
     }
-    Ok(DurableScheduler::sqlite(pool, path, Config::default())?)
+    Ok(DurableScheduler::sqlite(pool, path, config)?)
 }
 
 /// Writes `text` on stdout; a reader gone (`| head`) is no error.

@@ -624,3 +624,25 @@ fn serve_serves_the_dashboard() {
         child.wait().unwrap();
     }
 }
+
+/// The CLI does not upgrade an older schema under the services (they would
+/// not start again): it says so, and `--migrate` is the way.
+#[test]
+fn an_older_schema_is_not_upgraded_without_migrate() {
+    let f = Fixture::new(Kind::Sqlite);
+    // The file as a service of the version before would have left it.
+    let c = rusqlite::Connection::open(f.store.path()).unwrap();
+    c.execute("UPDATE chronopool_schema SET version = version - 1", [])
+        .unwrap();
+    let run = f.cli(&["list"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("older than this crate's"),
+        "{}",
+        run.stderr
+    );
+    let version: i64 = c
+        .query_row("SELECT version FROM chronopool_schema", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 4, "nothing written");
+}

@@ -88,6 +88,12 @@ pub struct Config {
     /// spare the connection). This process's own schedules are placed at
     /// once either way, and the polls stay the source of truth.
     pub notifications: bool,
+    /// Whether opening the store brings an older schema to this version's
+    /// (true). False: an older schema is an error, and nothing is written
+    /// (for tools beside running services, such as the CLI: a newer tool
+    /// must not upgrade the schema under older services, which would then
+    /// refuse to start).
+    pub migrate: bool,
 }
 
 impl Default for Config {
@@ -96,6 +102,7 @@ impl Default for Config {
             window: Duration::from_secs(60),
             poll_interval: Duration::from_secs(10),
             notifications: true,
+            migrate: true,
             lease: Duration::from_secs(60),
             max_attempts: 5,
             retry: Backoff::exponential(Duration::from_secs(1), 2.0, Duration::from_secs(300)),

@@ -127,7 +127,8 @@ impl DurableScheduler {
         config: Config,
     ) -> Result<Self, DurableError> {
         config.validate()?;
-        let (store, api) = crate::store::sqlite::SqliteStore::open(path.as_ref())?;
+        let (store, api) =
+            crate::store::sqlite::SqliteStore::open_migrating(path.as_ref(), config.migrate)?;
         Ok(Self::with_store(executor, Arc::new(store), api, config))
     }
 
@@ -150,7 +151,7 @@ impl DurableScheduler {
         config: Config,
     ) -> Result<Self, DurableError> {
         config.validate()?;
-        let (store, api) = crate::store::postgres::PgStore::open(params)?;
+        let (store, api) = crate::store::postgres::PgStore::open_migrating(params, config.migrate)?;
         Ok(Self::with_store(executor, Arc::new(store), api, config))
     }
 

@@ -116,6 +116,15 @@ impl PgStore {
     /// or URL), brings its schema to this version's, and returns the store
     /// with that first connection.
     pub(crate) fn open(params: &str) -> Result<(PgStore, Box<dyn Conn>), StoreError> {
+        PgStore::open_migrating(params, true)
+    }
+
+    /// [`open`](Self::open), bringing an older schema to this version's
+    /// only if `migrate_allowed` (else an error says so).
+    pub(crate) fn open_migrating(
+        params: &str,
+        migrate_allowed: bool,
+    ) -> Result<(PgStore, Box<dyn Conn>), StoreError> {
         let mut config: postgres::Config = params.parse().map_err(pg_error)?;
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
@@ -126,7 +135,7 @@ impl PgStore {
             lock: None,
             listens: false,
         };
-        conn.run(migrate)??;
+        conn.run(|c| migrate(c, migrate_allowed))??;
         Ok((PgStore { config }, Box::new(conn)))
     }
 }
@@ -161,7 +170,7 @@ impl Store for PgStore {
 }
 
 /// Brings the schema to [`SCHEMA_VERSION`] (module doc).
-fn migrate(client: &mut Client) -> Result<Result<(), StoreError>, postgres::Error> {
+fn migrate(client: &mut Client, allowed: bool) -> Result<Result<(), StoreError>, postgres::Error> {
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
     tx.batch_execute("CREATE TABLE IF NOT EXISTS chronopool_schema (version BIGINT NOT NULL)")?;
@@ -172,6 +181,14 @@ fn migrate(client: &mut Client) -> Result<Result<(), StoreError>, postgres::Erro
         tx.rollback()?;
         return Ok(Err(StoreError::other(format!(
             "the store's schema is version {version}, newer than this crate's {SCHEMA_VERSION}"
+        ))));
+    }
+    if version < SCHEMA_VERSION && !allowed {
+        tx.rollback()?;
+        return Ok(Err(StoreError::other(format!(
+            "the store's schema is version {version}, older than this crate's {SCHEMA_VERSION}, \
+             and Config::migrate is off: start a service of this version on it first (its \
+             start migrates the schema), or allow the migration"
         ))));
     }
     for migration in MIGRATIONS.iter().skip(version.max(0) as usize) {

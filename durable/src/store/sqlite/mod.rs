@@ -132,10 +132,19 @@ impl SqliteStore {
     /// store in the file at `path`, brings its schema to this version's,
     /// and returns it with that first connection.
     pub(crate) fn open(path: &Path) -> Result<(SqliteStore, Box<dyn Conn>), StoreError> {
+        SqliteStore::open_migrating(path, true)
+    }
+
+    /// [`open`](Self::open), bringing an older schema to this version's
+    /// only if `migrate` (else an error says so).
+    pub(crate) fn open_migrating(
+        path: &Path,
+        migrate_allowed: bool,
+    ) -> Result<(SqliteStore, Box<dyn Conn>), StoreError> {
         create_private(path)?;
         let writers = writers_of(path);
         let mut connection = connect(path)?;
-        migrate(&mut connection, &writers)?;
+        migrate(&mut connection, &writers, migrate_allowed)?;
         let store = SqliteStore {
             path: path.to_owned(),
         };
@@ -253,7 +262,11 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 }
 
 /// Brings the schema to [`SCHEMA_VERSION`] (module doc).
-fn migrate(connection: &mut Connection, writers: &Mutex<()>) -> Result<(), StoreError> {
+fn migrate(
+    connection: &mut Connection,
+    writers: &Mutex<()>,
+    allowed: bool,
+) -> Result<(), StoreError> {
     let _turn = turn(writers);
     let tx = connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -274,6 +287,13 @@ fn migrate(connection: &mut Connection, writers: &Mutex<()>) -> Result<(), Store
     if version > SCHEMA_VERSION {
         return Err(StoreError::other(format!(
             "the store's schema is version {version}, newer than this crate's {SCHEMA_VERSION}"
+        )));
+    }
+    if version < SCHEMA_VERSION && !allowed {
+        return Err(StoreError::other(format!(
+            "the store's schema is version {version}, older than this crate's {SCHEMA_VERSION}, \
+             and Config::migrate is off: start a service of this version on it first (its \
+             start migrates the schema), or allow the migration"
         )));
     }
     for migration in MIGRATIONS.iter().skip(version.max(0) as usize) {
