@@ -115,6 +115,7 @@ impl PgStore {
     /// Connects to the database `params` names (a libpq connection string
     /// or URL), brings its schema to this version's, and returns the store
     /// with that first connection.
+    #[cfg(test)]
     pub(crate) fn open(params: &str) -> Result<(PgStore, Box<dyn Conn>), StoreError> {
         PgStore::open_migrating(params, true)
     }

@@ -131,6 +131,7 @@ impl SqliteStore {
     /// Opens (creating it, readable by its owner only, if need be) the
     /// store in the file at `path`, brings its schema to this version's,
     /// and returns it with that first connection.
+    #[cfg(test)]
     pub(crate) fn open(path: &Path) -> Result<(SqliteStore, Box<dyn Conn>), StoreError> {
         SqliteStore::open_migrating(path, true)
     }
