@@ -54,7 +54,17 @@ fn executor() -> ScheduledExecutor {
 }
 
 impl ChronopoolDurable {
-    fn open(&self, pool: &ScheduledExecutor, store: &Store, config: Config) -> DurableScheduler {
+    fn open(
+        &self,
+        pool: &ScheduledExecutor,
+        store: &Store,
+        mut config: Config,
+    ) -> DurableScheduler {
+        // `KEEP_RUNS` (the run history's length, `Config::keep_runs`; 10
+        // by default, 0 keeps none): what the history costs.
+        if let Some(keep) = std::env::var("KEEP_RUNS").ok().and_then(|k| k.parse().ok()) {
+            config.keep_runs = keep;
+        }
         match store {
             Store::Sqlite(path) => DurableScheduler::sqlite(pool, path, config),
             Store::Postgres { params, .. } => DurableScheduler::postgres(pool, params, config),
