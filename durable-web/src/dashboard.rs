@@ -200,20 +200,15 @@ impl Dashboard {
             _ => q,
         };
         if let (Some(t), Some(key)) = (params.get("after_time"), params.get("after_key")) {
-            if let Ok(us) = t.parse::<u64>() {
-                q = q.after(UNIX_EPOCH + Duration::from_micros(us), key.clone());
+            if let Some(t) = t.parse::<i64>().ok().and_then(time_of_micros) {
+                q = q.after(t, key.clone());
             }
         }
         let mut jobs = self.jobs.jobs(&q)?;
         let next = if jobs.len() > PAGE {
             jobs.truncate(PAGE);
-            jobs.last().map(|last| {
-                let us = last
-                    .next_fire
-                    .duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| d.as_micros());
-                (us.to_string(), last.key.clone())
-            })
+            jobs.last()
+                .map(|last| (micros_of(last.next_fire).to_string(), last.key.clone()))
         } else {
             None
         };
@@ -303,6 +298,25 @@ impl Dashboard {
         Ok(Response::see_other(
             ctx.link("/job", [("key", key.as_str()), ("done", done)]),
         ))
+    }
+}
+
+/// `t` as signed microseconds since the epoch (a page's cursor: jobs may
+/// fire before 1970).
+fn micros_of(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
+        Err(before) => i64::try_from(before.duration().as_micros()).map_or(i64::MIN, |us| -us),
+    }
+}
+
+/// The inverse of [`micros_of`].
+fn time_of_micros(us: i64) -> Option<SystemTime> {
+    let d = Duration::from_micros(us.unsigned_abs());
+    if us >= 0 {
+        UNIX_EPOCH.checked_add(d)
+    } else {
+        UNIX_EPOCH.checked_sub(d)
     }
 }
 

@@ -278,7 +278,8 @@ fn the_list_goes_page_by_page() {
         .unwrap();
     let jobs =
         DurableScheduler::sqlite(&pool, dir.path().join("jobs.db"), Config::default()).unwrap();
-    let base = SystemTime::now() + Duration::from_secs(3600);
+    // In 1960: a page's cursor is a time before the epoch.
+    let base = SystemTime::UNIX_EPOCH - Duration::from_secs(10 * 365 * 86_400);
     let batch = (0..120).map(|n| {
         chronopool_durable::Job::new(
             format!("k-{n:03}"),

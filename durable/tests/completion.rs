@@ -227,11 +227,7 @@ fn a_rolled_back_end_leaves_the_run_to_what_its_handler_returns() {
         let pool = pool(2);
         let mut config = real_config();
         config.max_attempts = 5;
-        config.retry = chronopool::trigger::Backoff::exponential(
-            Duration::from_millis(10),
-            1.0,
-            Duration::from_millis(10),
-        );
+        config.retry = stores::retry_every(Duration::from_millis(10));
         let jobs = store.open(&pool, config);
         let handler_db = Mutex::new(Db::open(&store.describe()));
         // Rolled back and failed on its first attempt, committed on its
@@ -402,11 +398,7 @@ const MANY: usize = 400;
 fn kill_config() -> Config {
     let mut config = real_config();
     config.lease = Duration::from_millis(500);
-    config.retry = chronopool::trigger::Backoff::exponential(
-        Duration::from_millis(10),
-        1.0,
-        Duration::from_millis(10),
-    );
+    config.retry = stores::retry_every(Duration::from_millis(10));
     config
 }
 

@@ -208,11 +208,7 @@ fn the_history_keeps_each_run_its_outcome_and_error() {
         let store = Store::new(kind);
         let pool = pool(2);
         let mut config = real_config();
-        config.retry = chronopool::trigger::Backoff::exponential(
-            Duration::from_millis(10),
-            1.0,
-            Duration::from_millis(10),
-        );
+        config.retry = stores::retry_every(Duration::from_millis(10));
         config.name = Some("worker-a".into());
         let jobs = store.open(&pool, config);
         jobs.register("flaky", |job| {

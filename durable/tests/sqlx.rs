@@ -189,11 +189,7 @@ fn an_async_handler_s_write_and_its_run_s_end_commit_together_in_sqlx() {
         let store = Store::new(kind);
         let pool = pool(2);
         let mut config = real_config();
-        config.retry = chronopool::trigger::Backoff::exponential(
-            Duration::from_millis(10),
-            1.0,
-            Duration::from_millis(10),
-        );
+        config.retry = stores::retry_every(Duration::from_millis(10));
         let jobs = store.open(&pool, config);
         let done = |jobs: &DurableScheduler| {
             ["fails-once", "ok-0", "ok-1", "ok-2"]

@@ -85,6 +85,11 @@ pub fn real_config() -> Config {
     config
 }
 
+/// Retries `every` apart, always (no growth, no jitter).
+pub fn retry_every(every: Duration) -> chronopool::trigger::Backoff {
+    chronopool::trigger::Backoff::exponential(every, 1.0, every)
+}
+
 pub fn pool(workers: usize) -> ScheduledExecutor {
     ScheduledExecutor::builder()
         .worker_threads(workers)
