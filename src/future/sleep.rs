@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use crate::pool::Pool;
-use crate::sync::{Arc, StdArc};
+use crate::sync::{Arc, CellArc};
 use crate::task::{Alarm, Rang, TaskContext};
 use crate::time::Nanos;
 
@@ -32,7 +32,7 @@ pub struct Sleep {
     pool: Arc<Pool>,
     deadline: Nanos,
     /// The registration, from the first poll until the end.
-    alarm: Option<StdArc<Alarm>>,
+    alarm: Option<CellArc<Alarm>>,
     /// How it ended, once it has.
     ended: Option<Rang>,
 }
@@ -102,8 +102,8 @@ impl Sleep {
             Some(alarm) => alarm.poll(cx.waker(), ctx),
             None if self.pool.timer.clock.now() >= self.deadline => Some(Rang::AtDeadline),
             None => {
-                let alarm = StdArc::new(Alarm::new(self.deadline));
-                if self.pool.set_alarm(StdArc::clone(&alarm)) {
+                let (alarm, entry) = CellArc::pair(Alarm::new(self.deadline));
+                if self.pool.set_alarm(entry) {
                     // The timer may have rung it already: the registration
                     // then says so (the waiter protocol of `state.rs`).
                     let rang = alarm.poll(cx.waker(), ctx);

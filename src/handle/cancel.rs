@@ -3,7 +3,7 @@
 use std::fmt;
 
 use crate::pool::Pool;
-use crate::sync::{Arc, StdArc};
+use crate::sync::{Arc, CellArc};
 use crate::task::{Cancellable, TaskContext};
 
 /// Cancels a task from elsewhere: a cheap, cloneable, `Send + Sync` handle
@@ -28,12 +28,12 @@ use crate::task::{Cancellable, TaskContext};
 #[derive(Clone)]
 pub struct CancelHandle {
     /// `None` only once it is dropped.
-    task: Option<StdArc<dyn Cancellable>>,
+    task: Option<CellArc<dyn Cancellable>>,
     pool: Arc<Pool>,
 }
 
 impl CancelHandle {
-    pub(crate) fn new(task: StdArc<dyn Cancellable>, pool: Arc<Pool>) -> Self {
+    pub(crate) fn new(task: CellArc<dyn Cancellable>, pool: Arc<Pool>) -> Self {
         CancelHandle {
             task: Some(task),
             pool,
@@ -64,7 +64,7 @@ impl CancelHandle {
     }
 
     /// The task.
-    fn task(&self) -> &StdArc<dyn Cancellable> {
+    fn task(&self) -> &CellArc<dyn Cancellable> {
         self.task
             .as_ref()
             .expect("a handle holds its task until dropped")

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::JoinTimeoutError;
 use crate::pool::Pool;
-use crate::sync::{Arc, StdArc};
+use crate::sync::{Arc, CellArc};
 use crate::task::{Joinable, Reschedulable, TaskError};
 use crate::trigger::{Ended, Trigger};
 
@@ -42,7 +42,7 @@ pub struct PeriodicHandle {
 }
 
 impl PeriodicHandle {
-    pub(crate) fn new<C>(cell: StdArc<C>, pool: Arc<Pool>) -> Self
+    pub(crate) fn new<C>(cell: CellArc<C>, pool: Arc<Pool>) -> Self
     where
         C: Joinable<Ended<()>> + Reschedulable + 'static,
     {

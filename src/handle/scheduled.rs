@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::JoinTimeoutError;
 use crate::pool::Pool;
-use crate::sync::{Arc, StdArc};
+use crate::sync::{Arc, CellArc};
 use crate::task::recurring::{Body, OnceView, OneShot, RecurringTask};
 use crate::task::{Delayed, Joinable, Label, TaskError};
 use crate::trigger::Trigger;
@@ -34,7 +34,7 @@ pub struct ScheduledHandle<T> {
 }
 
 impl<T> ScheduledHandle<T> {
-    pub(crate) fn new<C>(cell: StdArc<C>, pool: Arc<Pool>) -> Self
+    pub(crate) fn new<C>(cell: CellArc<C>, pool: Arc<Pool>) -> Self
     where
         C: Joinable<T> + Delayed,
     {
@@ -45,7 +45,7 @@ impl<T> ScheduledHandle<T> {
 
     /// The handle of a one-shot task at a wall time.
     pub(crate) fn once<F, G, L>(
-        cell: StdArc<RecurringTask<OneShot<F>, G, L>>,
+        cell: CellArc<RecurringTask<OneShot<F>, G, L>>,
         pool: Arc<Pool>,
     ) -> Self
     where
@@ -56,7 +56,7 @@ impl<T> ScheduledHandle<T> {
         OneShot<F>: Body<Output = T>,
     {
         ScheduledHandle {
-            handle: TaskHandle::new(StdArc::new(OnceView(cell)), pool),
+            handle: TaskHandle::new(CellArc::new(OnceView(cell)), pool),
         }
     }
 

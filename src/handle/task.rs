@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::JoinTimeoutError;
 use crate::pool::{worker, Pool};
-use crate::sync::{Arc, StdArc};
+use crate::sync::{Arc, CellArc};
+use crate::task::state::{cancellable_of, joinable};
 use crate::task::{Joinable, TaskContext, TaskError, TaskId};
 use crate::time::Nanos;
 
@@ -50,7 +51,7 @@ pub struct TaskHandle<T> {
     /// The cell; `None` only once the handle is dropped. (Whether it
     /// returned its result as a `Future` is a flag in the cell's header:
     /// a handle is two words and a pointer, not a byte more.)
-    task: Option<StdArc<dyn Joinable<T>>>,
+    task: Option<CellArc<dyn Joinable<T>>>,
     /// Where the panics of the task's user code go (its closure dropped by
     /// `cancel`, its output dropped with the handle, a waker), and the
     /// timer a scheduled task's cancel is counted with.
@@ -58,9 +59,9 @@ pub struct TaskHandle<T> {
 }
 
 impl<T> TaskHandle<T> {
-    pub(crate) fn new(task: StdArc<dyn Joinable<T>>, pool: Arc<Pool>) -> Self {
+    pub(crate) fn new<C: Joinable<T> + 'static>(cell: CellArc<C>, pool: Arc<Pool>) -> Self {
         TaskHandle {
-            task: Some(task),
+            task: Some(joinable(cell)),
             pool,
         }
     }
@@ -114,13 +115,13 @@ impl<T> TaskHandle<T> {
         T: 'static,
     {
         CancelHandle::new(
-            StdArc::clone(self.cell()).cancellable(),
+            cancellable_of(CellArc::clone(self.cell())),
             Arc::clone(&self.pool),
         )
     }
 
     /// The cell, whose output is still to be taken.
-    fn task(&self) -> &StdArc<dyn Joinable<T>> {
+    fn task(&self) -> &CellArc<dyn Joinable<T>> {
         let cell = self.cell();
         assert!(
             !cell.header().is_returned(),
@@ -130,7 +131,7 @@ impl<T> TaskHandle<T> {
     }
 
     /// The cell.
-    fn cell(&self) -> &StdArc<dyn Joinable<T>> {
+    fn cell(&self) -> &CellArc<dyn Joinable<T>> {
         self.task
             .as_ref()
             .expect("a handle holds its task until dropped")

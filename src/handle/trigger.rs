@@ -4,7 +4,8 @@ use std::time::{Duration, Instant};
 
 use super::JoinTimeoutError;
 use crate::pool::Pool;
-use crate::sync::{Arc, StdArc};
+use crate::sync::{Arc, CellArc};
+use crate::task::recurring::{reschedulable, reschedule};
 use crate::task::{Joinable, Reschedulable, TaskError};
 use crate::trigger::{Ended, Trigger};
 
@@ -42,17 +43,17 @@ use super::TaskHandle;
 #[must_use = "dropping a TriggerHandle detaches its task: it runs until it ends or the executor shuts down"]
 pub struct TriggerHandle<T> {
     handle: TaskHandle<Ended<T>>,
-    task: StdArc<dyn Reschedulable>,
+    task: CellArc<dyn Reschedulable>,
 }
 
 impl<T> TriggerHandle<T> {
-    pub(crate) fn new<C>(cell: StdArc<C>, pool: Arc<Pool>) -> Self
+    pub(crate) fn new<C>(cell: CellArc<C>, pool: Arc<Pool>) -> Self
     where
         C: Joinable<Ended<T>> + Reschedulable + 'static,
     {
         TriggerHandle {
             handle: TaskHandle::new(cell.clone(), pool),
-            task: cell,
+            task: reschedulable(cell),
         }
     }
 
@@ -113,7 +114,11 @@ impl<T> TriggerHandle<T> {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn reschedule(&self, trigger: impl Trigger) -> bool {
-        StdArc::clone(&self.task).reschedule(Box::new(trigger), self.handle.context())
+        reschedule(
+            CellArc::clone(&self.task),
+            Box::new(trigger),
+            self.handle.context(),
+        )
     }
 
     /// True once the task has ended.

@@ -15,11 +15,11 @@
 use std::task::{Context, Poll, Wake};
 
 use crate::loom_model::support::{bare_pool, block_on, model};
-use crate::sync::StdArc;
 use crate::sync::{thread, Arc, AtomicUsize, Ordering};
+use crate::sync::{CellArc, StdArc};
 use crate::task::alarm::*;
 use crate::task::context::TaskContext;
-use crate::task::delayed::Delayed;
+use crate::task::delayed::{erase, expire};
 use std::task::Waker;
 
 /// A waker that counts its wakes.
@@ -48,10 +48,10 @@ impl std::future::Future for Waiting<'_> {
 fn poll_vs_expiry() {
     model("alarm::poll_vs_expiry", || {
         let (pool, _) = bare_pool(1, Default::default());
-        let alarm = StdArc::new(Alarm::new(5));
+        let alarm = CellArc::new(Alarm::new(5));
         let timer = {
-            let (pool, alarm) = (Arc::clone(&pool), StdArc::clone(&alarm));
-            thread::spawn(move || alarm.expire(&*pool).is_none())
+            let (pool, alarm) = (Arc::clone(&pool), erase(CellArc::clone(&alarm)));
+            thread::spawn(move || expire(alarm, &*pool).is_none())
         };
         let replaced = StdArc::new(Counting(AtomicUsize::new(0)));
         let first = Waker::from(StdArc::clone(&replaced));
@@ -73,13 +73,13 @@ fn poll_vs_expiry() {
 fn drop_vs_expiry() {
     model("alarm::drop_vs_expiry", || {
         let (pool, _) = bare_pool(1, Default::default());
-        let alarm = StdArc::new(Alarm::new(5));
+        let alarm = CellArc::new(Alarm::new(5));
         let counter = StdArc::new(Counting(AtomicUsize::new(0)));
         let waker = Waker::from(StdArc::clone(&counter));
         assert_eq!(alarm.poll(&waker, &*pool), None);
         drop(waker);
         let timer = {
-            let (pool, alarm) = (Arc::clone(&pool), StdArc::clone(&alarm));
+            let (pool, alarm) = (Arc::clone(&pool), CellArc::clone(&alarm));
             thread::spawn(move || alarm.ring(&*pool))
         };
         let cancelled = alarm.cancel(&*pool);

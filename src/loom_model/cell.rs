@@ -22,8 +22,8 @@ use std::task::{Context, Poll, Wake, Waker};
 use crate::handle::TaskHandle;
 use crate::loom_model::support::{bare_pool, block_on, model, DropCounter};
 use crate::pool::Pool;
-use crate::sync::StdArc;
 use crate::sync::{thread, Arc, AtomicUsize, Ordering};
+use crate::sync::{CellArc, StdArc};
 use crate::task::cell::*;
 use crate::task::error::TaskError;
 use crate::task::job::RunOutcome;
@@ -35,14 +35,14 @@ use crate::task::Job;
 fn task(
     drops: &DropCounter,
     ran: &Arc<AtomicUsize>,
-) -> (StdArc<TaskCell<impl FnOnce() -> u32 + Send, u32>>, Job) {
+) -> (CellArc<TaskCell<impl FnOnce() -> u32 + Send, u32>>, Job) {
     let (guard, ran) = (drops.guard(), Arc::clone(ran));
-    let cell = StdArc::new(TaskCell::new(move || {
+    let cell = CellArc::new(TaskCell::new(move || {
         let _guard = guard;
         ran.fetch_add(1, Ordering::SeqCst);
         7
     }));
-    let job = Job::task(StdArc::clone(&cell));
+    let job = Job::task(CellArc::clone(&cell));
     (cell, job)
 }
 
@@ -56,7 +56,7 @@ type Racers = (
 
 /// Runs `job` on one thread while another cancels `cell`.
 fn run_and_cancel<F: FnOnce() -> u32 + Send + 'static>(
-    cell: &StdArc<TaskCell<F, u32>>,
+    cell: &CellArc<TaskCell<F, u32>>,
     job: Job,
 ) -> Racers {
     let (pool, _) = bare_pool(1, Default::default());
@@ -65,7 +65,7 @@ fn run_and_cancel<F: FnOnce() -> u32 + Send + 'static>(
         thread::spawn(move || job.run(&*pool))
     };
     let canceller = {
-        let (pool, cell) = (Arc::clone(&pool), StdArc::clone(cell));
+        let (pool, cell) = (Arc::clone(&pool), CellArc::clone(cell));
         thread::spawn(move || Cancellable::cancel(&*cell, &*pool))
     };
     (pool, runner, canceller)

@@ -33,7 +33,7 @@
 use super::timer::{schedule, turns_until, EARLIER, LATER};
 use crate::loom_model::support::{bare_pool, model, DEFAULT_POLICY};
 use crate::sync::{thread, Arc};
-use crate::sync::{Ordering, StdArc};
+use crate::sync::{CellArc, Ordering};
 use crate::timer::driver::waiting::Waiting;
 use crate::timer::driver::Timer;
 use crate::timer::driver::{run_with_clock, Probe};
@@ -117,7 +117,7 @@ fn full_queue_as_the_timer_thread_exits() {
         };
         for _ in 0..3 {
             assert!(timer.reserve());
-            timer.insert_reserved(StdArc::new(Probe(LATER)));
+            timer.insert_reserved(crate::task::delayed::erase(CellArc::new(Probe(LATER))));
         }
         exit.join().unwrap();
         assert_eq!(timer.pending(), 3);

@@ -11,9 +11,9 @@
 use crate::handle::TaskHandle;
 use crate::loom_model::support::{bare_pool, model, DropCounter};
 use crate::sync::{thread, Arc, AtomicUsize};
-use crate::sync::{Ordering, StdArc};
+use crate::sync::{CellArc, Ordering};
 use crate::task::deadline::*;
-use crate::task::delayed::Delayed;
+use crate::task::delayed::{erase, expire};
 use crate::task::error::TaskError;
 use crate::task::job::Job;
 
@@ -34,12 +34,12 @@ fn time_out_vs_run_vs_join() {
             (),
         );
         let runner = {
-            let (pool, job) = (Arc::clone(&pool), Job::task(StdArc::clone(&cell)));
+            let (pool, job) = (Arc::clone(&pool), Job::task(CellArc::clone(&cell)));
             thread::spawn(move || job.run(&*pool))
         };
         let timer = {
-            let (pool, entry) = (Arc::clone(&pool), cell.timeout_entry());
-            thread::spawn(move || entry.expire(&*pool).is_none())
+            let (pool, entry) = (Arc::clone(&pool), erase(cell.timeout_entry()));
+            thread::spawn(move || expire(entry, &*pool).is_none())
         };
         let result = TaskHandle::new(cell, Arc::clone(&pool)).join();
         runner.join().unwrap();

@@ -26,7 +26,7 @@
 use crate::loom_model::support::{bare_pool, model, DropCounter, Every};
 use crate::sync::cell::UnsafeCell;
 use crate::sync::{thread, Arc};
-use crate::sync::{AtomicBool, Ordering, StdArc};
+use crate::sync::{AtomicBool, CellArc, Ordering};
 use crate::task::delayed::Delayed;
 use crate::task::job::Job;
 use crate::task::recurring::*;
@@ -66,7 +66,7 @@ fn run_and_reset_vs_cancel() {
         });
         let drops = DropCounter::new();
         let (s, guard) = (Arc::clone(&shared), drops.guard());
-        let cell = StdArc::new(RecurringTask::new(
+        let cell = CellArc::new(RecurringTask::new(
             Repeat(move || {
                 let _keep = &guard;
                 let before = s.cancelled.load(Ordering::SeqCst);
@@ -95,7 +95,7 @@ fn run_and_reset_vs_cancel() {
             Some(0)
         );
         // The first run: its job, as the timer hands it over when due.
-        let first = Job::task(StdArc::clone(&cell));
+        let first = Job::task(CellArc::clone(&cell));
         let w1 = {
             let pool = Arc::clone(&pool);
             thread::spawn(move || {
@@ -160,7 +160,7 @@ fn reschedule_vs_run() {
             cancelled: AtomicBool::new(false),
         });
         let s = Arc::clone(&shared);
-        let cell = StdArc::new(RecurringTask::new(
+        let cell = CellArc::new(RecurringTask::new(
             Repeat(move || {
                 // SAFETY: the task protocol orders the runs.
                 s.log.with_mut(|log| unsafe { (*log).runs += 1 });
@@ -176,7 +176,7 @@ fn reschedule_vs_run() {
             RecurringTask::first(&cell, &*pool).map(|p| p.deadline),
             Some(0)
         );
-        let first = Job::task(StdArc::clone(&cell));
+        let first = Job::task(CellArc::clone(&cell));
         let w1 = {
             let pool = Arc::clone(&pool);
             thread::spawn(move || {

@@ -40,9 +40,9 @@ use std::cell::Cell;
 use std::ptr;
 
 use crate::sync::deque::{Injector, Steal, Stealer, Worker};
-use crate::sync::{fence, Arc, AtomicBool, AtomicU64, CachePadded, Ordering, StdArc};
+use crate::sync::{fence, Arc, AtomicBool, AtomicU64, CachePadded, CellArc, Ordering, StdArc};
 use crate::task::recurring::Body;
-use crate::task::trace;
+use crate::task::{delayed, trace};
 use crate::task::{
     Alarm, DeadlineTask, Delayed, Job, Label, PanicPayload, RecurringTask, ScheduledTask, TaskCell,
     TaskContext, WallTask,
@@ -192,14 +192,14 @@ impl Pool {
         worker: Option<&WorkerContext>,
         f: F,
         label: L,
-    ) -> Result<StdArc<TaskCell<F, T, L>>, SubmitError<F>>
+    ) -> Result<CellArc<TaskCell<F, T, L>>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
         L: Label,
     {
-        let cell = StdArc::new(TaskCell::labelled(f, label));
-        match self.push(worker, Job::task(StdArc::clone(&cell))) {
+        let (cell, queued) = CellArc::pair(TaskCell::labelled(f, label));
+        match self.push(worker, Job::task(queued)) {
             Ok(()) => Ok(cell),
             // Take the closure back before the refused job is given up
             // (that would cancel the task and drop the closure).
@@ -219,7 +219,7 @@ impl Pool {
         deadline: Nanos,
         fallback: Option<G>,
         label: L,
-    ) -> Result<StdArc<DeadlineTask<F, T, G, L>>, SubmitError<F>>
+    ) -> Result<CellArc<DeadlineTask<F, T, G, L>>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
@@ -232,8 +232,8 @@ impl Pool {
         let cell = DeadlineTask::new(f, deadline, fallback, label);
         // Counted as the timer's, whatever `max_scheduled_tasks`: it is a
         // time-out, not a scheduled task.
-        self.timer.reinsert(cell.timeout_entry());
-        let pushed = self.push(worker, Job::task(StdArc::clone(&cell)));
+        self.timer.reinsert(delayed::erase(cell.timeout_entry()));
+        let pushed = self.push(worker, Job::task(CellArc::clone(&cell)));
         self.leave();
         match pushed {
             Ok(()) => Ok(cell),
@@ -323,7 +323,7 @@ impl Pool {
         now: Nanos,
         deadline: Nanos,
         label: L,
-    ) -> Result<StdArc<ScheduledTask<F, T, L>>, SubmitError<F>>
+    ) -> Result<CellArc<ScheduledTask<F, T, L>>, SubmitError<F>>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
@@ -333,8 +333,8 @@ impl Pool {
             return Err(self.refuse(f, SubmitErrorKind::Shutdown));
         }
         if deadline <= now {
-            let cell = StdArc::new(ScheduledTask::labelled(f, deadline, label));
-            self.push_due(Job::task(StdArc::clone(&cell)));
+            let (cell, queued) = CellArc::pair(ScheduledTask::labelled(f, deadline, label));
+            self.push_due(Job::task(queued));
             self.leave();
             return Ok(cell);
         }
@@ -342,8 +342,8 @@ impl Pool {
             self.leave();
             return Err(self.refuse(f, SubmitErrorKind::TooManyScheduled));
         }
-        let cell = StdArc::new(ScheduledTask::labelled(f, deadline, label));
-        self.timer.insert_reserved(cell.clone());
+        let (cell, entry) = CellArc::pair(ScheduledTask::labelled(f, deadline, label));
+        self.timer.insert_reserved(delayed::erase(entry));
         self.leave();
         Ok(cell)
     }
@@ -352,11 +352,11 @@ impl Pool {
     /// (false after `shutdown`: the future then ends at once, as it has no
     /// timer left to wait for). It is counted among the tasks the timer
     /// holds, but not against `max_scheduled_tasks`, which counts tasks.
-    pub(crate) fn set_alarm(&self, alarm: StdArc<Alarm>) -> bool {
+    pub(crate) fn set_alarm(&self, alarm: CellArc<Alarm>) -> bool {
         if !self.enter() {
             return false;
         }
-        self.timer.reinsert(alarm);
+        self.timer.reinsert(delayed::erase(alarm));
         self.leave();
         true
     }
@@ -394,7 +394,7 @@ impl Pool {
         trigger: G,
         periodic: bool,
         label: L,
-    ) -> Result<StdArc<RecurringTask<B, G, L>>, SubmitError<B>>
+    ) -> Result<CellArc<RecurringTask<B, G, L>>, SubmitError<B>>
     where
         B: Body,
         G: Trigger,
@@ -403,7 +403,7 @@ impl Pool {
         if self.lifecycle.is_shut_down() {
             return Err(self.refuse(body, SubmitErrorKind::Shutdown));
         }
-        let cell = StdArc::new(RecurringTask::new(body, trigger, periodic, label));
+        let cell = CellArc::new(RecurringTask::new(body, trigger, periodic, label));
         let Some(placed) = RecurringTask::first(&cell, self) else {
             return Ok(cell);
         };
@@ -413,9 +413,10 @@ impl Pool {
             self.leave();
             SubmitErrorKind::TooManyScheduled
         } else {
-            self.timer.insert_reserved(cell.clone());
+            self.timer.insert_reserved(delayed::erase(cell.clone()));
             if let Some(offset) = placed.wall_offset {
-                self.timer.wall_placed(self, cell.clone(), offset);
+                self.timer
+                    .wall_placed(self, delayed::erase_wall(cell.clone()), offset);
             }
             self.leave();
             return Ok(cell);
@@ -598,7 +599,7 @@ impl TaskContext for Pool {
     /// run inside one.
     fn rearm(
         &self,
-        entry: StdArc<dyn Delayed>,
+        entry: CellArc<dyn Delayed>,
         periodic: bool,
         reset: &mut dyn FnMut() -> bool,
     ) -> bool {
@@ -613,11 +614,11 @@ impl TaskContext for Pool {
         reset
     }
 
-    fn watch_wall(&self, task: StdArc<dyn WallTask>) {
+    fn watch_wall(&self, task: CellArc<dyn WallTask>) {
         self.timer.watch_wall(task);
     }
 
-    fn wall_placed(&self, task: StdArc<dyn WallTask>, offset: i128) {
+    fn wall_placed(&self, task: CellArc<dyn WallTask>, offset: i128) {
         self.timer.wall_placed(self, task, offset);
     }
 

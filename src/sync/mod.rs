@@ -1,5 +1,6 @@
 //! The bottom layer: the one place the crate takes its synchronisation
-//! primitives from, and the two it builds itself ([`parker`], [`ring`]).
+//! primitives from, and the ones it builds itself ([`parker`], [`ring`],
+//! [`cell_arc`], [`recycle`]).
 //!
 //! Every other module imports atomics, `Arc`, locks, threads, thread locals,
 //! `UnsafeCell` and the work-stealing deque from here and nowhere else, so
@@ -11,11 +12,17 @@
 //! * Under `cfg(loom)`: loom's atomics, `Arc`, `Mutex`, `Condvar`, threads and
 //!   `thread_local!`, and a `Mutex<VecDeque>` stand-in for crossbeam-deque
 //!   with the same surface (crossbeam-deque is not loom-aware).
+//! * Either way, [`recycle`]: the crate's own recycling of small blocks
+//!   (task cells), per-thread caches by size class and a shared depot;
+//!   under `cfg(loom)` every block goes to the global allocator, and its
+//!   loom model checks the depot.
 //!
 //! loom does not model time: under loom a timed wait never times out, so
 //! nothing in the crate may rely on a timeout firing for progress.
 
+pub(crate) mod cell_arc;
 pub(crate) mod parker;
+pub(crate) mod recycle;
 pub(crate) mod ring;
 
 #[cfg(not(loom))]
@@ -87,15 +94,14 @@ mod loom_atomic {
     );
 }
 
-/// The reference count of task cells and parkers: always std's `Arc`.
+/// The reference count of parkers and of what is shared without a
+/// protocol of ours (names, the manual clock's state): always std's `Arc`.
 ///
-/// A task cell is shared as two different trait objects (the worker's
-/// `dyn Runnable` and the handle's `dyn Joinable<T>`), and a parker becomes a
-/// `std::task::Waker`; loom's `Arc` can be neither unsized after creation nor
-/// turned into a `Waker`. The count itself is std's, not a protocol of ours:
-/// everything the task protocol synchronises on inside the cell (its state
-/// word, its slots, its waiter lock) is a loom-visible primitive from here.
+/// A parker becomes a `std::task::Waker`, which loom's `Arc` cannot be
+/// turned into. Task cells have their own count ([`CellArc`]).
 pub(crate) use std::sync::Arc as StdArc;
+
+pub(crate) use cell_arc::{CellArc, CellWeak};
 
 /// Exponential back-off for short spins: crossbeam-utils' `Backoff`, or,
 /// under loom, a stand-in that yields to the model's scheduler once.

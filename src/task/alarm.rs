@@ -23,7 +23,7 @@
 
 use std::task::Waker;
 
-use crate::sync::StdArc;
+use crate::sync::{CellArc, StdArc};
 use crate::time::Nanos;
 
 use super::context::TaskContext;
@@ -131,12 +131,13 @@ impl Delayed for Alarm {
 
     /// A job that rings the alarm (it only ever goes to a shutdown path,
     /// which cancels it: then it is discarded).
-    fn into_job(self: StdArc<Self>) -> Job {
-        Job::task(self)
+    unsafe fn job(&self, this: CellArc<dyn Delayed>) -> Job {
+        // SAFETY: `this` holds `self` (caller).
+        unsafe { super::delayed::task_job::<Self>(this) }
     }
 
     /// Rings it here, on the timer's thread: there is nothing to run.
-    fn expire(self: StdArc<Self>, ctx: &dyn TaskContext) -> Option<Job> {
+    unsafe fn expire(&self, _this: CellArc<dyn Delayed>, ctx: &dyn TaskContext) -> Option<Job> {
         self.ring(ctx);
         None
     }
@@ -147,7 +148,7 @@ impl Delayed for Alarm {
 }
 
 impl Runnable for Alarm {
-    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
+    fn run(this: &CellArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         if this.ring(ctx) {
             RunOutcome::Completed
         } else {
@@ -171,6 +172,7 @@ mod tests {
 
     use super::*;
     use crate::task::context::TestContext;
+    use crate::task::delayed::{erase, expire, into_job};
 
     /// A waker that counts its wakes.
     #[derive(Default)]
@@ -190,7 +192,7 @@ mod tests {
     #[test]
     fn expiry_rings_it_on_the_calling_thread_and_wakes_the_last_waker_once() {
         let ctx = TestContext::default();
-        let alarm = StdArc::new(Alarm::new(42));
+        let alarm = CellArc::new(Alarm::new(42));
         let (first, first_waker) = counting();
         let (second, second_waker) = counting();
         assert_eq!(alarm.poll(&first_waker, &ctx), None);
@@ -199,7 +201,10 @@ mod tests {
             None,
             "a new waker replaces it"
         );
-        assert!(alarm.clone().expire(&ctx).is_none(), "nothing to hand over");
+        assert!(
+            expire(erase(alarm.clone()), &ctx).is_none(),
+            "nothing to hand over"
+        );
         assert_eq!(first.0.load(Ordering::SeqCst), 0);
         assert_eq!(second.0.load(Ordering::SeqCst), 1);
         assert_eq!(alarm.poll(&second_waker, &ctx), Some(Rang::AtDeadline));
@@ -210,14 +215,14 @@ mod tests {
     #[test]
     fn a_cancel_counts_with_the_timer_and_never_wakes() {
         let ctx = TestContext::default();
-        let alarm = StdArc::new(Alarm::new(42));
+        let alarm = CellArc::new(Alarm::new(42));
         let (counter, waker) = counting();
         assert_eq!(alarm.poll(&waker, &ctx), None);
         drop(waker);
         assert!(alarm.cancel(&ctx));
         assert_eq!(ctx.cancels.load(Ordering::SeqCst), 1);
         assert!(Delayed::is_final(&*alarm), "the sweep takes it out");
-        assert!(alarm.clone().expire(&ctx).is_none());
+        assert!(expire(erase(alarm.clone()), &ctx).is_none());
         assert_eq!(counter.0.load(Ordering::SeqCst), 0, "never woken");
         assert_eq!(StdArc::strong_count(&counter), 1, "the waker was dropped");
     }
@@ -225,10 +230,10 @@ mod tests {
     #[test]
     fn a_discarded_alarm_wakes_its_future_to_say_so() {
         let ctx = TestContext::default();
-        let alarm = StdArc::new(Alarm::new(42));
+        let alarm = CellArc::new(Alarm::new(42));
         let (counter, waker) = counting();
         assert_eq!(alarm.poll(&waker, &ctx), None);
-        alarm.clone().into_job().cancel(&ctx);
+        into_job(erase(alarm.clone())).cancel(&ctx);
         assert_eq!(counter.0.load(Ordering::SeqCst), 1);
         assert_eq!(alarm.rang(), Some(Rang::Discarded));
     }

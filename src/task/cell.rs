@@ -5,7 +5,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::sync::cell::UnsafeCell;
-use crate::sync::StdArc;
+use crate::sync::{CellArc, StdArc};
 use crate::time::Nanos;
 
 use super::context::TaskContext;
@@ -34,7 +34,7 @@ pub(crate) struct TaskCell<F, T, L = ()> {
     label: L,
 }
 
-// SAFETY: the cell is shared between threads through `StdArc`; its
+// SAFETY: the cell is shared between threads through `CellArc`; its
 // `UnsafeCell` is never accessed concurrently (module doc, ground rules):
 // - the closure is taken only by the single winner of `leave_scheduled`,
 // - the output is written by the claiming worker before its `Release`
@@ -212,7 +212,7 @@ where
     T: Send + 'static,
     L: Label,
 {
-    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
+    fn run(this: &CellArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         TaskCell::run(this, ctx, None, Kind::Task)
     }
 
@@ -252,8 +252,9 @@ where
     T: Send + 'static,
     L: Label,
 {
-    fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
-        self
+    unsafe fn cancellable(&self, this: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable> {
+        // SAFETY: `this` holds `self` (caller).
+        unsafe { super::state::cancellable_as::<T, Self>(this) }
     }
 
     fn take_output(&self) -> Result<T, TaskError> {
@@ -327,7 +328,7 @@ mod tests {
     #[test]
     fn a_run_completes_the_task_and_a_later_cancel_loses() {
         let ctx = TestContext::default();
-        let cell = StdArc::new(TaskCell::new(|| 7));
+        let cell = CellArc::new(TaskCell::new(|| 7));
         assert_eq!(Job::task(cell.clone()).run(&ctx), RunOutcome::Completed);
         assert!(cell.header().is_final());
         assert!(!Cancellable::cancel(&*cell, &ctx));
@@ -339,7 +340,7 @@ mod tests {
         let ctx = TestContext::default();
         let drops = Arc::new(AtomicUsize::new(0));
         let capture = Counted(drops.clone());
-        let cell = StdArc::new(TaskCell::new(move || drop(capture)));
+        let cell = CellArc::new(TaskCell::new(move || drop(capture)));
         let job = Job::task(cell.clone());
         let counted = AtomicUsize::new(0);
         assert!(cell.cancel_then(&ctx, || {
@@ -355,7 +356,7 @@ mod tests {
     fn a_panic_is_shown_to_the_context_and_kept_for_the_handle() {
         crate::task::unwind::quiet_expected_panics();
         let ctx = TestContext::default();
-        let cell = StdArc::new(TaskCell::new(|| -> u8 { panic!("expected: boom") }));
+        let cell = CellArc::new(TaskCell::new(|| -> u8 { panic!("expected: boom") }));
         assert_eq!(Job::task(cell.clone()).run(&ctx), RunOutcome::Panicked);
         assert_eq!(
             *ctx.panics.lock().unwrap(),
@@ -374,7 +375,7 @@ mod tests {
         crate::task::unwind::quiet_expected_panics();
         for hostile in [false, true] {
             let ctx = TestContext::default();
-            let cell = StdArc::new(TaskCell::new(|| 7));
+            let cell = CellArc::new(TaskCell::new(|| 7));
             let (counter, waker) = waker(hostile);
             let registration = cell.header().register(&waker);
             assert!(registration.registered);
@@ -388,7 +389,7 @@ mod tests {
     #[test]
     fn a_registration_on_a_final_task_takes_its_waker_back() {
         let ctx = TestContext::default();
-        let cell = StdArc::new(TaskCell::new(|| 7));
+        let cell = CellArc::new(TaskCell::new(|| 7));
         assert_eq!(Job::task(cell.clone()).run(&ctx), RunOutcome::Completed);
         let (counter, waker) = waker(false);
         let registration = cell.header().register(&waker);

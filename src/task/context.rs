@@ -13,7 +13,7 @@
 
 use std::task::Waker;
 
-use crate::sync::StdArc;
+use crate::sync::{CellArc, StdArc};
 use crate::time::{Clock, Nanos};
 
 use super::delayed::{Delayed, WallTask};
@@ -45,20 +45,20 @@ pub(crate) trait TaskContext {
     /// re-armed.
     fn rearm(
         &self,
-        entry: StdArc<dyn Delayed>,
+        entry: CellArc<dyn Delayed>,
         periodic: bool,
         reset: &mut dyn FnMut() -> bool,
     ) -> bool;
 
     /// Watches the wall clock for `task`, due at a wall time: after a step
     /// of the wall clock the timer hands over its check job.
-    fn watch_wall(&self, task: StdArc<dyn WallTask>);
+    fn watch_wall(&self, task: CellArc<dyn WallTask>);
 
     /// A task due at a wall time was placed, its deadline computed with
     /// the clocks' `offset` (`task/recurring.rs`): if the wall clock was
     /// stepped since, the timer hands over its check job
     /// (`timer/driver/wall.rs`).
-    fn wall_placed(&self, task: StdArc<dyn WallTask>, offset: i128);
+    fn wall_placed(&self, task: CellArc<dyn WallTask>, offset: i128);
 
     /// Counts, with the timer, the cancel of a task that it may hold (so
     /// that its dead entry is swept out).
@@ -124,13 +124,13 @@ impl TaskContext for NoPool {
         CLOCK.get_or_init(Clock::new)
     }
 
-    fn rearm(&self, _: StdArc<dyn Delayed>, _: bool, _: &mut dyn FnMut() -> bool) -> bool {
+    fn rearm(&self, _: CellArc<dyn Delayed>, _: bool, _: &mut dyn FnMut() -> bool) -> bool {
         false
     }
 
-    fn watch_wall(&self, _: StdArc<dyn WallTask>) {}
+    fn watch_wall(&self, _: CellArc<dyn WallTask>) {}
 
-    fn wall_placed(&self, _: StdArc<dyn WallTask>, _: i128) {}
+    fn wall_placed(&self, _: CellArc<dyn WallTask>, _: i128) {}
 
     fn note_cancelled(&self) {}
 }
@@ -142,8 +142,8 @@ impl TaskContext for NoPool {
 #[cfg(all(test, not(loom)))]
 pub(crate) struct TestContext {
     pub(crate) panics: std::sync::Mutex<Vec<Option<String>>>,
-    pub(crate) rearmed: std::sync::Mutex<Vec<StdArc<dyn Delayed>>>,
-    pub(crate) watched: std::sync::Mutex<Vec<StdArc<dyn WallTask>>>,
+    pub(crate) rearmed: std::sync::Mutex<Vec<CellArc<dyn Delayed>>>,
+    pub(crate) watched: std::sync::Mutex<Vec<CellArc<dyn WallTask>>>,
     pub(crate) refuse_rearm: std::sync::atomic::AtomicBool,
     pub(crate) cancels: std::sync::atomic::AtomicUsize,
     pub(crate) manual: crate::time::ManualClock,
@@ -177,7 +177,7 @@ impl TaskContext for TestContext {
         &self.clock
     }
 
-    fn rearm(&self, entry: StdArc<dyn Delayed>, _: bool, reset: &mut dyn FnMut() -> bool) -> bool {
+    fn rearm(&self, entry: CellArc<dyn Delayed>, _: bool, reset: &mut dyn FnMut() -> bool) -> bool {
         if self.refuse_rearm.load(std::sync::atomic::Ordering::SeqCst) {
             return false;
         }
@@ -188,11 +188,11 @@ impl TaskContext for TestContext {
         true
     }
 
-    fn watch_wall(&self, task: StdArc<dyn WallTask>) {
+    fn watch_wall(&self, task: CellArc<dyn WallTask>) {
         self.watched.lock().unwrap().push(task);
     }
 
-    fn wall_placed(&self, _: StdArc<dyn WallTask>, _: i128) {}
+    fn wall_placed(&self, _: CellArc<dyn WallTask>, _: i128) {}
 
     fn note_cancelled(&self) {
         self.cancels

@@ -24,12 +24,10 @@
 //! deadline of a task long done, and a graceful shutdown does not wait
 //! for it.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Weak;
-
 use crate::sync::cell::UnsafeCell;
-use crate::sync::{AtomicBool, Ordering, StdArc};
+use crate::sync::{AtomicBool, CellArc, CellWeak, Ordering, StdArc};
 use crate::time::Nanos;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::cell::TaskCell;
 use super::context::TaskContext;
@@ -47,7 +45,7 @@ pub(crate) struct DeadlineTask<F, T, G, L = ()> {
     fallback: UnsafeCell<Option<G>>,
     /// Its entry in the timer (which holds it weakly), told when the task
     /// ends first so that the sweep can take it out.
-    entry: StdArc<TimeoutEntry<Self>>,
+    entry: CellArc<TimeoutEntry<Self>>,
 }
 
 // SAFETY: the task cell is `Sync` by its own ground rules; `fallback` is
@@ -63,11 +61,11 @@ where
     L: Label,
 {
     /// The task (named by `label`), and its entry for the timer.
-    pub(crate) fn new(f: F, deadline: Nanos, fallback: Option<G>, label: L) -> StdArc<Self> {
-        StdArc::new_cyclic(|task| DeadlineTask {
+    pub(crate) fn new(f: F, deadline: Nanos, fallback: Option<G>, label: L) -> CellArc<Self> {
+        CellArc::new_cyclic(|task| DeadlineTask {
             task: TaskCell::labelled(f, label),
             fallback: UnsafeCell::new(fallback),
-            entry: StdArc::new(TimeoutEntry {
+            entry: CellArc::new(TimeoutEntry {
                 task: task.clone(),
                 done: AtomicBool::new(false),
                 deadline,
@@ -76,8 +74,8 @@ where
     }
 
     /// The timer's entry for its time-out.
-    pub(crate) fn timeout_entry(&self) -> StdArc<TimeoutEntry<Self>> {
-        StdArc::clone(&self.entry)
+    pub(crate) fn timeout_entry(&self) -> CellArc<TimeoutEntry<Self>> {
+        CellArc::clone(&self.entry)
     }
 
     /// The task ended before its time-out: its entry is dead; the timer is
@@ -100,7 +98,7 @@ where
     G: FnOnce() -> T + Send + 'static,
     L: Label,
 {
-    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
+    fn run(this: &CellArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         let outcome = this.task.run(ctx, None, Kind::WithTimeout);
         let ran = matches!(outcome, RunOutcome::Completed | RunOutcome::Panicked);
         if ran && !this.task.header().is_timed_out() {
@@ -161,8 +159,9 @@ where
         }
     }
 
-    fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
-        self
+    unsafe fn cancellable(&self, this: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable> {
+        // SAFETY: `this` holds `self` (caller).
+        unsafe { super::state::cancellable_as::<T, Self>(this) }
     }
 }
 
@@ -172,7 +171,7 @@ where
 /// timer's lock could turn out the last strong reference, and drop the
 /// task's output there).
 pub(crate) struct TimeoutEntry<C> {
-    task: Weak<C>,
+    task: CellWeak<C>,
     done: AtomicBool,
     deadline: Nanos,
 }
@@ -199,7 +198,7 @@ where
     /// The time-out, on the timer's thread (outside its lock). The strong
     /// reference taken for it may turn out the last one: it is dropped
     /// through `ctx`.
-    fn expire(self: StdArc<Self>, ctx: &dyn TaskContext) -> Option<Job> {
+    unsafe fn expire(&self, _this: CellArc<dyn Delayed>, ctx: &dyn TaskContext) -> Option<Job> {
         if let Some(task) = self.task.upgrade() {
             task.task.time_out(ctx, || ctx.note_timed_out());
             ctx.drop_reporting(task);
@@ -210,7 +209,7 @@ where
     /// The time-out given up (a shutdown discarding delayed work): the task
     /// itself is not touched; it runs or is cancelled as the pool's other
     /// tasks are.
-    fn into_job(self: StdArc<Self>) -> Job {
-        Job::detached(move || drop(self))
+    unsafe fn job(&self, this: CellArc<dyn Delayed>) -> Job {
+        Job::detached(move || drop(this))
     }
 }

@@ -21,7 +21,7 @@ use std::mem::{self, ManuallyDrop, MaybeUninit};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use crate::sync::StdArc;
+use crate::sync::{CellArc, StdArc};
 
 use super::context::{NoPool, TaskContext};
 use super::error::PanicPayload;
@@ -148,7 +148,7 @@ impl Job {
     }
 
     /// A job that runs the task in `cell` (holding one reference to it).
-    pub(crate) fn task<C: Runnable>(cell: StdArc<C>) -> Job {
+    pub(crate) fn task<C: Runnable>(cell: CellArc<C>) -> Job {
         Job::new(TaskRef(Some(cell)))
     }
 
@@ -251,7 +251,7 @@ pub(crate) trait Runnable: Send + Sync + 'static {
     /// Runs the task in `this` if it is still scheduled, in `ctx`
     /// (catching a panic and showing it to the context); `Skipped` if
     /// it was cancelled.
-    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome;
+    fn run(this: &CellArc<Self>, ctx: &dyn TaskContext) -> RunOutcome;
 
     /// Cancels the task if it has not started (its job is given up unrun),
     /// reporting panics of its user code through `ctx`.
@@ -265,7 +265,7 @@ pub(crate) trait Runnable: Send + Sync + 'static {
 /// A task with a handle: the queue's reference to its cell (`None` once
 /// it ran: a periodic task is scheduled again by then, and dropping the
 /// reference must not cancel it).
-struct TaskRef<C: Runnable>(Option<StdArc<C>>);
+struct TaskRef<C: Runnable>(Option<CellArc<C>>);
 
 impl<C: Runnable> Unit for TaskRef<C> {
     fn run(mut self, ctx: &dyn TaskContext) -> RunOutcome {

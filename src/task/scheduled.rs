@@ -9,7 +9,7 @@
 //! before the closure's destructor, which is user code: whatever it does,
 //! the cancel is counted.
 
-use crate::sync::StdArc;
+use crate::sync::{CellArc, StdArc};
 use crate::time::Nanos;
 
 use super::cell::TaskCell;
@@ -60,7 +60,7 @@ where
     T: Send + 'static,
     L: Label,
 {
-    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
+    fn run(this: &CellArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         this.task.run(ctx, Some(this.deadline), Kind::Scheduled)
     }
 
@@ -106,8 +106,9 @@ where
         self.task.take_output()
     }
 
-    fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
-        self
+    unsafe fn cancellable(&self, this: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable> {
+        // SAFETY: `this` holds `self` (caller).
+        unsafe { super::state::cancellable_as::<T, Self>(this) }
     }
 }
 
@@ -129,8 +130,9 @@ where
         self.task.header().is_cancelled()
     }
 
-    fn into_job(self: StdArc<Self>) -> Job {
-        Job::task(self)
+    unsafe fn job(&self, this: CellArc<dyn Delayed>) -> Job {
+        // SAFETY: `this` holds `self` (caller).
+        unsafe { super::delayed::task_job::<Self>(this) }
     }
 }
 
@@ -143,7 +145,7 @@ mod tests {
     #[test]
     fn a_cancel_is_counted_with_the_timer_and_the_entry_becomes_final() {
         let ctx = TestContext::default();
-        let task = StdArc::new(ScheduledTask::new(|| 7, 42));
+        let task = CellArc::new(ScheduledTask::new(|| 7, 42));
         assert_eq!(Delayed::deadline(&*task), 42);
         assert!(Cancellable::cancel(&*task, &ctx));
         assert_eq!(ctx.cancels.load(Ordering::SeqCst), 1);
@@ -155,8 +157,12 @@ mod tests {
     #[test]
     fn a_due_task_runs_through_its_job() {
         let ctx = TestContext::default();
-        let task = StdArc::new(ScheduledTask::new(|| 7, 42));
-        assert_eq!(task.clone().into_job().run(&ctx), RunOutcome::Completed);
+        let task = CellArc::new(ScheduledTask::new(|| 7, 42));
+        let entry = crate::task::delayed::erase(task.clone());
+        assert_eq!(
+            crate::task::delayed::into_job(entry).run(&ctx),
+            RunOutcome::Completed
+        );
         assert_eq!(task.take_output().ok(), Some(7));
         assert_eq!(ctx.cancels.load(Ordering::SeqCst), 0);
     }

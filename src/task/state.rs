@@ -83,7 +83,7 @@
 use std::task::Waker;
 
 use crate::sync::cell::UnsafeCell;
-use crate::sync::{AtomicBool, AtomicUsize, Mutex, Ordering, StdArc};
+use crate::sync::{AtomicBool, AtomicUsize, CellArc, Mutex, Ordering, StdArc};
 use crate::time::Nanos;
 
 use super::context::TaskContext;
@@ -196,8 +196,45 @@ pub(crate) trait Joinable<T>: Cancellable {
     /// most once (the handle is consumed or fused by it).
     fn take_output(&self) -> Result<T, TaskError>;
 
-    /// The same cell, without its output type (for a cancel handle).
-    fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable>;
+    /// The same cell, without its output type (for a cancel handle): `this`
+    /// is a reference to this cell (call it through [`cancellable_of`]).
+    ///
+    /// # Safety
+    ///
+    /// `this` holds `self`.
+    unsafe fn cancellable(&self, this: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable>;
+}
+
+/// `cell`, as a handle with output `T` holds it.
+pub(crate) fn joinable<T, C: Joinable<T> + 'static>(cell: CellArc<C>) -> CellArc<dyn Joinable<T>> {
+    // SAFETY: the closure is the unsizing coercion.
+    unsafe { CellArc::unsize(cell, |cell| cell as _) }
+}
+
+/// `cell`, as a cancel handle holds it.
+pub(crate) fn cancellable<C: Cancellable + 'static>(cell: CellArc<C>) -> CellArc<dyn Cancellable> {
+    // SAFETY: the closure is the unsizing coercion.
+    unsafe { CellArc::unsize(cell, |cell| cell as _) }
+}
+
+/// A handle's cell, without its output type ([`Joinable::cancellable`]).
+pub(crate) fn cancellable_of<T>(cell: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable> {
+    let object: *const dyn Joinable<T> = &*cell;
+    // SAFETY: `object` is `cell`'s value, which `cell`, moved into the
+    // call, keeps alive for as long as the call uses it.
+    unsafe { (*object).cancellable(cell) }
+}
+
+/// The body of [`Joinable::cancellable`] for a cell of type `C`.
+///
+/// # Safety
+///
+/// `this` holds a `C`.
+pub(crate) unsafe fn cancellable_as<T, C: Joinable<T> + 'static>(
+    this: CellArc<dyn Joinable<T>>,
+) -> CellArc<dyn Cancellable> {
+    // SAFETY: `this` holds a `C` (caller).
+    cancellable(unsafe { CellArc::downcast_unchecked::<C>(this) })
 }
 
 /// The part of a task cell that does not depend on its closure or output

@@ -70,7 +70,7 @@ where
 
 /// A one-shot task at a wall time (a [`OneShot`] body), seen as a task with
 /// output `T`: its run ends it with its value.
-pub(crate) struct OnceView<C>(pub(crate) StdArc<C>);
+pub(crate) struct OnceView<C>(pub(crate) CellArc<C>);
 
 impl<F, G, T, L> Cancellable for OnceView<RecurringTask<OneShot<F>, G, L>>
 where
@@ -103,8 +103,8 @@ where
     T: Send + 'static,
     L: Label,
 {
-    fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
-        StdArc::clone(&self.0) as StdArc<dyn Cancellable>
+    unsafe fn cancellable(&self, _this: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable> {
+        crate::task::state::cancellable(CellArc::clone(&self.0))
     }
 
     fn take_output(&self) -> Result<T, TaskError> {

@@ -43,7 +43,7 @@ mod placement;
 mod tests;
 
 pub(crate) use body::{Body, OnceView, OneShot, Repeat, Until};
-pub(crate) use placement::{Placed, Reschedulable, WALL_TOLERANCE};
+pub(crate) use placement::{reschedulable, reschedule, Placed, Reschedulable, WALL_TOLERANCE};
 
 use std::marker::PhantomData;
 use std::ops::ControlFlow;
@@ -51,13 +51,13 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::SystemTime;
 
 use crate::sync::cell::UnsafeCell;
-use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering, StdArc};
+use crate::sync::{AtomicBool, AtomicU64, CellArc, Mutex, Ordering, StdArc};
 use crate::time::clock::{nanos, wall_offset};
 use crate::time::Nanos;
 use crate::trigger::{Ended, History, Next, Trigger, TriggerContext, NONE};
 
 use super::context::TaskContext;
-use super::delayed::{Delayed, WallTask};
+use super::delayed::{erase_wall, Delayed, WallTask};
 use super::error::{PanicPayload, TaskError};
 use super::job::{Job, RunOutcome, Runnable};
 use super::name::Label;
@@ -130,7 +130,7 @@ pub(crate) struct RecurringTask<B: Body, G, L = ()> {
     label: L,
 }
 
-// SAFETY: shared through `StdArc`; `owned` is touched only by the holder
+// SAFETY: shared through `CellArc`; `owned` is touched only by the holder
 // of RUNNING or by the canceller that moved SCHEDULED -> CANCELLED,
 // `outcome` only by the holder of RUNNING before it publishes COMPLETE
 // (`Release`) and by the unique handle after it read COMPLETE (`Acquire`)
@@ -184,10 +184,10 @@ where
     /// run due at a wall time, calls [`TaskContext::wall_placed`]); `None`
     /// if the trigger ended it at once (or panicked: reported), and the
     /// task is final.
-    pub(crate) fn first(this: &StdArc<Self>, ctx: &dyn TaskContext) -> Option<Placed> {
+    pub(crate) fn first(this: &CellArc<Self>, ctx: &dyn TaskContext) -> Option<Placed> {
         let claimed = this.header.leave_scheduled(RUNNING).is_some();
         debug_assert!(claimed, "a new task is SCHEDULED");
-        match this.next_deadline(ctx) {
+        match Self::next_deadline(this, ctx) {
             Ok(Some(placed)) => {
                 let reset = this.header.try_reset(0);
                 debug_assert_eq!(reset, Reset::Done, "nobody else sees the task");
@@ -207,7 +207,7 @@ where
     /// Takes the body back out of a task that [`first`](Self::first)
     /// placed but the pool refused (nobody else runs or cancels it): the
     /// task ends as cancelled, its triggers dropped through `ctx`.
-    pub(crate) fn refuse(this: &StdArc<Self>, ctx: &dyn TaskContext) -> B {
+    pub(crate) fn refuse(this: &CellArc<Self>, ctx: &dyn TaskContext) -> B {
         let claimed = this.header.leave_scheduled(RUNNING).is_some();
         debug_assert!(claimed, "a refused task was never handed to the timer");
         // SAFETY: claimed above (RUNNING): nobody else touches `owned`.
@@ -252,19 +252,19 @@ where
     /// run. Stores the wall time it stands for and watches it.
     #[inline]
     fn next_deadline(
-        self: &StdArc<Self>,
+        this: &CellArc<Self>,
         ctx: &dyn TaskContext,
     ) -> Result<Option<Placed>, PanicPayload> {
-        self.install_replacement(ctx);
+        this.install_replacement(ctx);
         // SAFETY: the caller holds RUNNING; the trigger and the code below
         // never reach `owned`.
-        unsafe { self.with_owned(|owned| self.next_deadline_of(ctx, owned)) }
+        unsafe { this.with_owned(|owned| Self::next_deadline_of(this, ctx, owned)) }
     }
 
     /// [`next_deadline`](Self::next_deadline), on the owned part.
     #[inline]
     fn next_deadline_of(
-        self: &StdArc<Self>,
+        this: &CellArc<Self>,
         ctx: &dyn TaskContext,
         owned: &mut Owned<B, G>,
     ) -> Result<Option<Placed>, PanicPayload> {
@@ -279,14 +279,14 @@ where
         // fixed rate's arithmetic inlines here); a replaced one through
         // its box.
         let next = match trigger {
-            Current::Initial(trigger) => self.catching(|| trigger.next(&context))?,
-            Current::Replaced(trigger) => self.catching(|| trigger.next(&context))?,
+            Current::Initial(trigger) => this.catching(|| trigger.next(&context))?,
+            Current::Replaced(trigger) => this.catching(|| trigger.next(&context))?,
             Current::Gone => None,
         };
         let (skipped, delayed) = context.missed();
         if skipped + delayed > 0 {
             ctx.note_missed(skipped, delayed);
-            trace::missed_runs(&self.header, self.label.name(), skipped, delayed);
+            trace::missed_runs(&this.header, this.label.name(), skipped, delayed);
         }
         let Some(next) = next else {
             return Ok(None);
@@ -296,15 +296,15 @@ where
             Next::AtSystemTime(at) => (Self::deadline_of_wall(ctx, at), Some(at)),
         };
         *wall_due = wall;
-        self.deadline.store(placed.deadline, Ordering::Relaxed);
-        if wall.is_some() && !self.watched.swap(true, Ordering::Relaxed) {
-            ctx.watch_wall(self.clone());
+        this.deadline.store(placed.deadline, Ordering::Relaxed);
+        if wall.is_some() && !this.watched.swap(true, Ordering::Relaxed) {
+            ctx.watch_wall(erase_wall(CellArc::clone(this)));
         }
         Ok(Some(placed))
     }
 
     /// The run of the entry of placement `placement` (see the module doc).
-    fn run_at(this: &StdArc<Self>, placement: usize, ctx: &dyn TaskContext) -> RunOutcome {
+    fn run_at(this: &CellArc<Self>, placement: usize, ctx: &dyn TaskContext) -> RunOutcome {
         if !this.header.leave_scheduled_at(placement) {
             return if this.header.is_cancelled() && this.header.placement() == placement {
                 // The entry the cancel left: it counts the cancel once.
@@ -319,7 +319,7 @@ where
             // Due on the monotonic clock, not yet on the wall clock (it was
             // stepped back, or drifted): wait for it, unless the pool has
             // stopped (the task is run by hand, from `shutdown_now`).
-            if ctx.clock().system_time() < at && this.place(ctx, Source::Wall, false, true) {
+            if ctx.clock().system_time() < at && Self::place(this, ctx, Source::Wall, false, true) {
                 return RunOutcome::Skipped;
             }
         }
@@ -365,7 +365,7 @@ where
                 // re-arm's admission has ended: `shutdown_now` waits for
                 // admitted re-arms, so a destructor that calls it must not
                 // run inside one.
-                this.place(ctx, Source::Trigger, false, false);
+                Self::place(this, ctx, Source::Trigger, false, false);
                 RunOutcome::Completed
             }
         }
@@ -447,7 +447,7 @@ where
     G: Trigger,
     L: Label,
 {
-    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
+    fn run(this: &CellArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         Self::run_at(this, 0, ctx)
     }
 
@@ -492,8 +492,12 @@ where
     G: Trigger,
     L: Label,
 {
-    fn cancellable(self: StdArc<Self>) -> StdArc<dyn Cancellable> {
-        self
+    unsafe fn cancellable(
+        &self,
+        this: CellArc<dyn Joinable<Ended<B::Output>>>,
+    ) -> CellArc<dyn Cancellable> {
+        // SAFETY: `this` holds `self` (caller).
+        unsafe { super::state::cancellable_as::<Ended<B::Output>, Self>(this) }
     }
 
     fn take_output(&self) -> Result<Ended<B::Output>, TaskError> {
@@ -532,7 +536,8 @@ where
         self.periodic
     }
 
-    fn into_job(self: StdArc<Self>) -> Job {
-        Job::task(self)
+    unsafe fn job(&self, this: CellArc<dyn Delayed>) -> Job {
+        // SAFETY: `this` holds `self` (caller).
+        unsafe { super::delayed::task_job::<Self>(this) }
     }
 }

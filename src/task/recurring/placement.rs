@@ -21,6 +21,7 @@
 //! comes first, and no run is lost or doubled.
 
 use super::*;
+use crate::task::delayed::erase;
 
 impl<B, G, L> RecurringTask<B, G, L>
 where
@@ -78,7 +79,7 @@ where
     /// it is a [`PendingTask`](crate::PendingTask) being run by hand).
     /// True otherwise.
     pub(super) fn place(
-        self: &StdArc<Self>,
+        this: &CellArc<Self>,
         ctx: &dyn TaskContext,
         mut from: Source,
         in_timer: bool,
@@ -93,27 +94,27 @@ where
         loop {
             let mut wall_offset = None;
             match from {
-                Source::Trigger => match self.next_deadline(ctx) {
+                Source::Trigger => match Self::next_deadline(this, ctx) {
                     Ok(Some(placed)) => wall_offset = placed.wall_offset,
                     Ok(None) => {
-                        self.end(ctx, Ok(Ended::ByTrigger));
+                        this.end(ctx, Ok(Ended::ByTrigger));
                         return dead_entry();
                     }
                     Err(payload) => {
-                        self.end_panicked(ctx, payload);
+                        this.end_panicked(ctx, payload);
                         return dead_entry();
                     }
                 },
                 Source::Wall => {
                     // SAFETY: the caller holds RUNNING.
-                    if let Some(at) = unsafe { self.with_owned(|owned| owned.wall_due) } {
+                    if let Some(at) = unsafe { this.with_owned(|owned| owned.wall_due) } {
                         let placed = Self::deadline_of_wall(ctx, at);
-                        self.deadline.store(placed.deadline, Ordering::Relaxed);
+                        this.deadline.store(placed.deadline, Ordering::Relaxed);
                         wall_offset = placed.wall_offset;
                     }
                 }
             }
-            let current = self.header.placement();
+            let current = this.header.placement();
             let placement = if in_timer {
                 match (current + 1) & PLACEMENTS {
                     0 => 1,
@@ -122,17 +123,17 @@ where
             } else {
                 current
             };
-            let entry: StdArc<dyn Delayed> = if placement == 0 {
-                self.clone()
+            let entry = if placement == 0 {
+                erase(CellArc::clone(this))
             } else {
-                StdArc::new(Placement {
-                    task: self.clone(),
+                erase(CellArc::new(Placement {
+                    task: CellArc::clone(this),
                     placement,
-                })
+                }))
             };
             let mut reset = None;
-            let rearmed = ctx.rearm(entry, self.periodic, &mut || {
-                let outcome = self.header.try_reset(placement);
+            let rearmed = ctx.rearm(entry, this.periodic, &mut || {
+                let outcome = this.header.try_reset(placement);
                 reset = Some(outcome);
                 outcome == Reset::Done
             });
@@ -140,7 +141,7 @@ where
                 if let Some(offset) = wall_offset {
                     // Placed and visible: was the wall clock stepped since
                     // the deadline was computed (`timer/driver/wall.rs`)?
-                    ctx.wall_placed(self.clone(), offset);
+                    ctx.wall_placed(erase_wall(CellArc::clone(this)), offset);
                 }
                 return dead_entry();
             }
@@ -151,7 +152,7 @@ where
                 None if keep_if_refused && !in_timer => return false,
                 // A cancel came, or the pool takes no re-arm (shut down).
                 Some(Reset::Cancelled) | Some(Reset::Done) | None => {
-                    self.stop(ctx);
+                    this.stop(ctx);
                     return dead_entry();
                 }
             }
@@ -161,7 +162,7 @@ where
     /// Hands `trigger` to the task: it decides the next run from now on
     /// (module doc). False if the task has ended or is ending.
     pub(crate) fn reschedule(
-        this: &StdArc<Self>,
+        this: &CellArc<Self>,
         trigger: Box<dyn Trigger>,
         ctx: &dyn TaskContext,
     ) -> bool {
@@ -173,7 +174,7 @@ where
         ctx.drop_reporting(unapplied);
         match this.header.request_reschedule() {
             RescheduleRequest::Claimed => {
-                this.place(ctx, Source::Trigger, true, false);
+                Self::place(this, ctx, Source::Trigger, true, false);
                 true
             }
             RescheduleRequest::Requested => true,
@@ -187,7 +188,7 @@ where
 
     /// After a step of the wall clock: places the task again at the
     /// monotonic deadline its wall time now stands for, if that moved.
-    pub(super) fn wall_check(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
+    pub(super) fn wall_check(this: &CellArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         if this.header.is_final() || this.header.leave_scheduled(RUNNING).is_none() {
             // Ended, or running (the run places it again itself).
             return RunOutcome::Skipped;
@@ -196,7 +197,7 @@ where
         // deadline that wall time stands for now (a fresh entry even if
         // that did not move: the claim cannot be handed back, see the
         // module doc).
-        this.place(ctx, Source::Wall, true, false);
+        Self::place(this, ctx, Source::Wall, true, false);
         RunOutcome::Skipped
     }
 }
@@ -229,15 +230,48 @@ where
     G: Trigger,
     L: Label,
 {
-    fn check_job(self: StdArc<Self>) -> Job {
-        Job::task(StdArc::new(WallCheck(self)))
+    unsafe fn check_job(&self, this: CellArc<dyn WallTask>) -> Job {
+        // SAFETY: `this` holds `self` (caller).
+        Job::task(CellArc::new(WallCheck(unsafe {
+            CellArc::downcast_unchecked::<Self>(this)
+        })))
     }
 }
 
 /// What a task that can be rescheduled offers its handle.
 pub(crate) trait Reschedulable: Send + Sync {
-    /// See [`RecurringTask::reschedule`].
-    fn reschedule(self: StdArc<Self>, trigger: Box<dyn Trigger>, ctx: &dyn TaskContext) -> bool;
+    /// See [`RecurringTask::reschedule`]; `this` is a reference to this
+    /// task (call it through [`reschedule`]).
+    ///
+    /// # Safety
+    ///
+    /// `this` holds `self`.
+    unsafe fn reschedule(
+        &self,
+        this: CellArc<dyn Reschedulable>,
+        trigger: Box<dyn Trigger>,
+        ctx: &dyn TaskContext,
+    ) -> bool;
+}
+
+/// Hands `trigger` to `task` ([`Reschedulable::reschedule`]).
+pub(crate) fn reschedule(
+    task: CellArc<dyn Reschedulable>,
+    trigger: Box<dyn Trigger>,
+    ctx: &dyn TaskContext,
+) -> bool {
+    let object: *const dyn Reschedulable = &*task;
+    // SAFETY: `object` is `task`'s value, which `task`, moved into the
+    // call, keeps alive for as long as the call uses it.
+    unsafe { (*object).reschedule(task, trigger, ctx) }
+}
+
+/// `cell`, as a handle that reschedules it holds it.
+pub(crate) fn reschedulable<C: Reschedulable + 'static>(
+    cell: CellArc<C>,
+) -> CellArc<dyn Reschedulable> {
+    // SAFETY: the closure is the unsizing coercion.
+    unsafe { CellArc::unsize(cell, |cell| cell as _) }
 }
 
 impl<B, G, L> Reschedulable for RecurringTask<B, G, L>
@@ -246,15 +280,22 @@ where
     G: Trigger,
     L: Label,
 {
-    fn reschedule(self: StdArc<Self>, trigger: Box<dyn Trigger>, ctx: &dyn TaskContext) -> bool {
-        Self::reschedule(&self, trigger, ctx)
+    unsafe fn reschedule(
+        &self,
+        this: CellArc<dyn Reschedulable>,
+        trigger: Box<dyn Trigger>,
+        ctx: &dyn TaskContext,
+    ) -> bool {
+        // SAFETY: `this` holds `self` (caller).
+        let this = unsafe { CellArc::downcast_unchecked::<Self>(this) };
+        Self::reschedule(&this, trigger, ctx)
     }
 }
 
 /// The timer entry of a task placed again (module doc): its placement
 /// generation, beside the task.
 struct Placement<C> {
-    task: StdArc<C>,
+    task: CellArc<C>,
     placement: usize,
 }
 
@@ -264,7 +305,7 @@ where
     G: Trigger,
     L: Label,
 {
-    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
+    fn run(this: &CellArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         RecurringTask::run_at(&this.task, this.placement, ctx)
     }
 
@@ -300,15 +341,16 @@ where
         self.task.periodic
     }
 
-    fn into_job(self: StdArc<Self>) -> Job {
-        Job::task(self)
+    unsafe fn job(&self, this: CellArc<dyn Delayed>) -> Job {
+        // SAFETY: `this` holds `self` (caller).
+        unsafe { crate::task::delayed::task_job::<Self>(this) }
     }
 }
 
 /// The job that checks a wall-time task after a step of the wall clock
 /// (`RecurringTask::wall_check`). It is not a timer entry: given up
 /// unrun, it changes nothing.
-struct WallCheck<C>(StdArc<C>);
+struct WallCheck<C>(CellArc<C>);
 
 impl<B, G, L> Runnable for WallCheck<RecurringTask<B, G, L>>
 where
@@ -316,7 +358,7 @@ where
     G: Trigger,
     L: Label,
 {
-    fn run(this: &StdArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
+    fn run(this: &CellArc<Self>, ctx: &dyn TaskContext) -> RunOutcome {
         RecurringTask::wall_check(&this.0, ctx)
     }
 

@@ -14,7 +14,7 @@ fn counting<G: Trigger>(
     ctx: &TestContext,
     trigger: G,
 ) -> (
-    StdArc<RecurringTask<Repeat<impl FnMut() + Send>, G>>,
+    CellArc<RecurringTask<Repeat<impl FnMut() + Send>, G>>,
     Arc<AtomicUsize>,
     Arc<AtomicUsize>,
 ) {
@@ -30,7 +30,7 @@ fn counting<G: Trigger>(
         let _keep = &capture;
         r.fetch_add(1, Ordering::SeqCst);
     });
-    let task = StdArc::new(RecurringTask::new(body, trigger, true, ()));
+    let task = CellArc::new(RecurringTask::new(body, trigger, true, ()));
     assert!(RecurringTask::first(&task, ctx).is_some());
     (task, runs, drops)
 }
@@ -113,7 +113,7 @@ fn a_panicking_run_ends_the_task_with_its_payload() {
     crate::task::unwind::quiet_expected_panics();
     let ctx = TestContext::default();
     let body = Repeat(|| panic!("expected: a periodic run panicked"));
-    let task = StdArc::new(RecurringTask::new(body, FixedRate::new(SECOND), true, ()));
+    let task = CellArc::new(RecurringTask::new(body, FixedRate::new(SECOND), true, ()));
     assert!(RecurringTask::first(&task, &ctx).is_some());
     assert_eq!(Job::task(task.clone()).run(&ctx), RunOutcome::Panicked);
     assert_eq!(ctx.panics.lock().unwrap().len(), 1);
@@ -125,7 +125,7 @@ fn a_panicking_run_ends_the_task_with_its_payload() {
 fn a_reschedule_between_runs_places_a_fresh_entry_and_makes_the_old_one_stale() {
     let ctx = TestContext::default();
     let (task, runs, _) = counting(&ctx, FixedRate::new(SECOND * 60));
-    let old: StdArc<dyn Delayed> = task.clone();
+    let old = crate::task::delayed::erase(task.clone());
     assert!(RecurringTask::reschedule(
         &task,
         Box::new(FixedRate::new(SECOND)),
@@ -136,9 +136,15 @@ fn a_reschedule_between_runs_places_a_fresh_entry_and_makes_the_old_one_stale() 
     let fresh = ctx.rearmed.lock().unwrap().pop().expect("a fresh entry");
     assert!(!fresh.is_final());
     assert_eq!(Duration::from_nanos(fresh.deadline()), Duration::ZERO);
-    assert_eq!(old.clone().into_job().run(&ctx), RunOutcome::Skipped);
+    assert_eq!(
+        crate::task::delayed::into_job(old.clone()).run(&ctx),
+        RunOutcome::Skipped
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 0, "a stale entry runs nothing");
-    assert_eq!(fresh.into_job().run(&ctx), RunOutcome::Completed);
+    assert_eq!(
+        crate::task::delayed::into_job(fresh).run(&ctx),
+        RunOutcome::Completed
+    );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(deadline(&*task), SECOND, "the new trigger's period");
 }
@@ -150,7 +156,7 @@ fn a_trigger_that_ends_completes_the_task_by_trigger() {
     let (task, runs, drops) = counting(&ctx, twice);
     Job::task(task.clone()).run(&ctx);
     let second = ctx.rearmed.lock().unwrap().pop().unwrap();
-    second.into_job().run(&ctx);
+    crate::task::delayed::into_job(second).run(&ctx);
     assert_eq!(runs.load(Ordering::SeqCst), 2);
     assert_eq!(drops.load(Ordering::SeqCst), 1);
     assert_eq!(task.take_output().unwrap(), Ended::ByTrigger);

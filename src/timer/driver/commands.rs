@@ -65,7 +65,7 @@
 //!
 //! [`Ring`]: crate::sync::ring::Ring
 
-use crate::sync::{fence, Ordering, StdArc};
+use crate::sync::{fence, CellArc, Ordering};
 use crate::task::Delayed;
 use crate::time::Nanos;
 
@@ -92,7 +92,7 @@ const BACKLOG_CHECK: usize = 64;
 /// that placing it does not read the task (a cache line another core wrote).
 pub(crate) struct Insert {
     deadline: Nanos,
-    entry: StdArc<dyn Delayed>,
+    entry: CellArc<dyn Delayed>,
 }
 
 impl Timer {
@@ -155,7 +155,7 @@ impl Timer {
 
     /// Hands `entry`, counted by `reserve`, to the timer thread (waiting
     /// for room if the command queue is full: module doc).
-    pub(crate) fn insert_reserved(&self, entry: StdArc<dyn Delayed>) {
+    pub(crate) fn insert_reserved(&self, entry: CellArc<dyn Delayed>) {
         let deadline = entry.deadline();
         // Every `BACKLOG_CHECK`th position looks at the backlog (module
         // doc): a hint, read without a counter of its own.
@@ -176,7 +176,7 @@ impl Timer {
 
     /// Hands back a periodic task after a run (counted again, whatever the
     /// limit: it was admitted when it was first scheduled).
-    pub(crate) fn reinsert(&self, entry: StdArc<dyn Delayed>) {
+    pub(crate) fn reinsert(&self, entry: CellArc<dyn Delayed>) {
         self.pending.fetch_add(1, Ordering::SeqCst);
         self.insert_reserved(entry);
     }
@@ -216,12 +216,12 @@ mod tests {
 
     #[test]
     fn a_scheduler_waits_for_the_timer_thread_to_make_room() {
-        let timer = StdArc::new(Timer::new(TimerQueue::heap(), keep_delayed(), usize::MAX));
+        let timer = std::sync::Arc::new(Timer::new(TimerQueue::heap(), keep_delayed(), usize::MAX));
         // Equal deadlines, so the backend keeps the order they were applied in.
         let count = 3 * COMMANDS_CAPACITY + 5;
-        let entries: Vec<StdArc<Probe>> = (0..count).map(|_| StdArc::new(Probe(7))).collect();
+        let entries: Vec<CellArc<Probe>> = (0..count).map(|_| CellArc::new(Probe(7))).collect();
         let scheduler = {
-            let (timer, entries) = (StdArc::clone(&timer), entries.clone());
+            let (timer, entries) = (std::sync::Arc::clone(&timer), entries.clone());
             std::thread::spawn(move || insert_all(&timer, &entries))
         };
         // The scheduler fills the queue, then waits: it places nothing in
@@ -255,7 +255,7 @@ mod tests {
         let timer = Timer::new(TimerQueue::heap(), keep_delayed(), usize::MAX);
         timer.timer_thread_exits();
         let count = 3 * COMMANDS_CAPACITY + 5;
-        let entries: Vec<StdArc<Probe>> = (0..count).map(|_| StdArc::new(Probe(7))).collect();
+        let entries: Vec<CellArc<Probe>> = (0..count).map(|_| CellArc::new(Probe(7))).collect();
         insert_all(&timer, &entries);
         assert_eq!(timer.pending(), count);
         let mut queue = timer.queue.lock();

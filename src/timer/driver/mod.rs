@@ -51,8 +51,10 @@ use std::time::Instant;
 use crate::sync::parker::Parker;
 use crate::sync::ring::Ring;
 use crate::sync::{
-    fence, AtomicBool, AtomicU64, AtomicUsize, CachePadded, Condvar, Mutex, Ordering, StdArc,
+    fence, AtomicBool, AtomicU64, AtomicUsize, CachePadded, CellArc, Condvar, Mutex, Ordering,
+    StdArc,
 };
+use crate::task::delayed;
 use crate::task::{Delayed, Job, TaskContext};
 use crate::time::{Clock, Nanos};
 
@@ -70,10 +72,10 @@ pub(crate) mod waiting;
 pub(crate) mod wall;
 
 /// The backend, type-erased.
-pub(crate) type Queue = Box<dyn DelayQueue<StdArc<dyn Delayed>> + Send>;
+pub(crate) type Queue = Box<dyn DelayQueue<CellArc<dyn Delayed>> + Send>;
 
 /// A scheduled task as the timer holds it.
-pub(crate) type Entry = StdArc<dyn Delayed>;
+pub(crate) type Entry = CellArc<dyn Delayed>;
 
 /// The timer of one pool (see the module doc). Its fields are private to
 /// the driver: each protocol's file reaches those it needs.
@@ -450,7 +452,7 @@ fn hand_over_due(pool: &impl Workers, queue: &mut Queue, now: Nanos) -> Vec<Entr
             rung.push(entry);
             continue;
         }
-        pool.hand_over(entry.into_job());
+        pool.hand_over(delayed::into_job(entry));
         handed += 1;
         if handed == 1 {
             pool.notify();
@@ -476,7 +478,7 @@ fn hand_over_due(pool: &impl Workers, queue: &mut Queue, now: Nanos) -> Vec<Entr
 fn ring(rung: Vec<Entry>, pool: &impl Workers) {
     let n = rung.len();
     for entry in rung {
-        if let Some(job) = entry.expire(pool) {
+        if let Some(job) = delayed::expire(entry, pool) {
             unreachable!("only alarms are rung, and they have no job: {job:?}");
         }
     }
@@ -497,7 +499,7 @@ impl Delayed for Probe {
     fn is_final(&self) -> bool {
         false
     }
-    fn into_job(self: StdArc<Self>) -> Job {
+    unsafe fn job(&self, _: CellArc<dyn Delayed>) -> Job {
         unreachable!("no timer thread hands it over")
     }
 }
@@ -507,8 +509,8 @@ mod tests {
     use super::*;
 
     /// The address of an entry, to compare identities across trait objects.
-    pub(super) fn address<T: ?Sized>(entry: &StdArc<T>) -> *const () {
-        StdArc::as_ptr(entry).cast()
+    pub(super) fn address<T: ?Sized>(entry: &CellArc<T>) -> *const () {
+        CellArc::as_ptr(entry).cast()
     }
 
     pub(super) fn keep_delayed() -> ShutdownPolicy {
@@ -519,10 +521,10 @@ mod tests {
     }
 
     /// Schedules each entry on `timer`.
-    pub(super) fn insert_all(timer: &Timer, entries: &[StdArc<Probe>]) {
+    pub(super) fn insert_all(timer: &Timer, entries: &[CellArc<Probe>]) {
         for entry in entries {
             assert!(timer.reserve());
-            timer.insert_reserved(entry.clone());
+            timer.insert_reserved(delayed::erase(entry.clone()));
         }
     }
 
@@ -536,7 +538,7 @@ mod tests {
         });
         assert_eq!(clock.get(), 1_000);
         // A stopped clock: only the command ends the spin.
-        insert_all(&timer, &[StdArc::new(Probe(7))]);
+        insert_all(&timer, &[CellArc::new(Probe(7))]);
         timer.spin_until(1_000, || 0);
     }
 }

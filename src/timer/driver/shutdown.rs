@@ -25,7 +25,8 @@
 //! cells hold no user code any more (a cancel took the closure; a waiter
 //! takes its waker back from a final task).
 
-use crate::sync::{Ordering, StdArc};
+use crate::sync::{CellArc, Ordering};
+use crate::task::delayed::into_job;
 use crate::task::{Delayed, Job, TaskContext};
 use crate::time::Nanos;
 
@@ -64,7 +65,7 @@ impl Timer {
         &self,
         queue: &mut Queue,
         deadline: Nanos,
-        entry: StdArc<dyn Delayed>,
+        entry: CellArc<dyn Delayed>,
         now: Nanos,
     ) {
         if self.dropped_on_shutdown(&*entry) {
@@ -75,7 +76,7 @@ impl Timer {
     }
 
     /// An entry left the timer without being handed over.
-    fn discard(&self, entry: StdArc<dyn Delayed>) {
+    fn discard(&self, entry: CellArc<dyn Delayed>) {
         drop(entry);
         self.pending.fetch_sub(1, Ordering::SeqCst);
     }
@@ -108,7 +109,7 @@ impl Timer {
     pub(super) fn cancel_doomed(&self, doomed: Vec<Entry>, ctx: &dyn TaskContext) {
         let n = doomed.len();
         for entry in doomed {
-            entry.into_job().cancel(ctx);
+            into_job(entry).cancel(ctx);
         }
         self.pending.fetch_sub(n, Ordering::SeqCst);
     }
@@ -163,8 +164,8 @@ impl Timer {
         let (tasks, alarms): (Vec<Entry>, Vec<Entry>) =
             entries.into_iter().partition(|entry| entry.is_task());
         for alarm in alarms {
-            alarm.into_job().cancel(ctx);
+            into_job(alarm).cancel(ctx);
         }
-        tasks.into_iter().map(|entry| entry.into_job()).collect()
+        tasks.into_iter().map(into_job).collect()
     }
 }

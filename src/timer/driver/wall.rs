@@ -40,9 +40,8 @@
 //! check job holds the task it checks, and is dropped on the worker that
 //! runs it, behind the worker's unwind boundary.
 
-use std::sync::Weak;
-
-use crate::sync::{AtomicUsize, Mutex, Ordering, StdArc};
+use crate::sync::{AtomicUsize, CellArc, CellWeak, Mutex, Ordering};
+use crate::task::delayed::check_job;
 use crate::task::recurring::WALL_TOLERANCE;
 use crate::task::WallTask;
 use crate::time::clock::wall_offset;
@@ -63,7 +62,7 @@ pub(super) struct WallWatch {
 
 #[derive(Default)]
 struct Watched {
-    tasks: Vec<Weak<dyn WallTask>>,
+    tasks: Vec<CellWeak<dyn WallTask>>,
     /// The offset between the clocks when the tasks were last placed.
     offset: Option<i128>,
     /// When the ended tasks were last dropped from `tasks`.
@@ -92,7 +91,7 @@ fn offset(clock: &Clock, now: Nanos) -> i128 {
 
 impl Timer {
     /// Watches the wall clock for `task` (module doc).
-    pub(crate) fn watch_wall(&self, task: StdArc<dyn WallTask>) {
+    pub(crate) fn watch_wall(&self, task: CellArc<dyn WallTask>) {
         let mut watched = self.wall.state.lock();
         if watched.offset.is_none() {
             watched.offset = Some(offset(&self.clock, self.clock.now()));
@@ -101,7 +100,7 @@ impl Timer {
             let left = watched.prune();
             self.wall.count.store(left, Ordering::Relaxed);
         }
-        watched.tasks.push(StdArc::downgrade(&task));
+        watched.tasks.push(CellArc::downgrade(&task));
         if self.wall.count.fetch_add(1, Ordering::Relaxed) == 0 {
             // The timer thread may sleep without a deadline: from now on it
             // turns at least once per `MAX_WALL_WAIT`.
@@ -116,12 +115,12 @@ impl Timer {
     pub(crate) fn wall_placed(
         &self,
         pool: &impl Workers,
-        task: StdArc<dyn WallTask>,
+        task: CellArc<dyn WallTask>,
         placed: i128,
     ) {
         let now = self.clock.now();
         if offset(&self.clock, now).abs_diff(placed) > u128::from(WALL_TOLERANCE) {
-            pool.hand_over(task.check_job());
+            pool.hand_over(check_job(task));
             pool.notify();
         }
     }
@@ -156,8 +155,8 @@ impl Timer {
             let jobs: Vec<_> = watched
                 .tasks
                 .iter()
-                .filter_map(Weak::upgrade)
-                .map(WallTask::check_job)
+                .filter_map(CellWeak::upgrade)
+                .map(check_job)
                 .collect();
             drop(watched);
             for job in jobs {

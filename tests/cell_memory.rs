@@ -1,0 +1,189 @@
+//! What a task cell costs the global allocator: on a warm pool, nothing.
+//! The crate recycles the blocks of its task cells (`src/sync/recycle.rs`):
+//! a cell freed on one thread (a worker, the timer thread's sweep) comes
+//! back to the thread that schedules. Alone in its file: it counts every
+//! allocation of the whole process (a counting global allocator).
+//!
+//! And every path that frees a cell, on each timer queue: run, cancelled,
+//! swept, given up by a shutdown, dropped with its handle before or after
+//! the run, a periodic task, a timer future. Each closure's captures are
+//! dropped exactly once, and the process keeps no bytes per round.
+
+mod common;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chronopool::{ScheduledExecutor, TimerQueue};
+use common::{block_on, queues, DropCounter};
+
+struct Counting;
+
+/// Bytes held by the whole process.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+thread_local! {
+    /// Allocations made by this thread.
+    static MINE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator, counting.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        MINE.with(|m| m.set(m.get() + 1));
+        LIVE.fetch_add(layout.size() as isize, SeqCst);
+        // SAFETY: the caller's contract is `GlobalAlloc::alloc`'s.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size() as isize, SeqCst);
+        // SAFETY: `ptr` came from `alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        MINE.with(|m| m.set(m.get() + 1));
+        LIVE.fetch_add(new_size as isize - layout.size() as isize, SeqCst);
+        // SAFETY: the caller's contract is `GlobalAlloc::realloc`'s.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+/// One test at a time: each counts the whole process.
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn pool(queue: TimerQueue) -> ScheduledExecutor {
+    ScheduledExecutor::builder()
+        .worker_threads(2)
+        .timer_queue(queue)
+        .build()
+        .unwrap()
+}
+
+/// Schedules `n` tasks due within 100 µs, keeping at most 64 in flight
+/// (the oldest is joined): each cell is freed by a worker after its run or
+/// by this thread with its handle, whichever lets go last.
+fn steady_churn(pool: &ScheduledExecutor, n: usize) {
+    let mut handles = std::collections::VecDeque::with_capacity(65);
+    for i in 0..n {
+        let delay = Duration::from_micros((i % 100) as u64);
+        handles.push_back(pool.schedule(|| (), delay).unwrap());
+        if handles.len() > 64 {
+            handles.pop_front().unwrap().join().unwrap();
+        }
+    }
+    for handle in handles {
+        handle.join().unwrap();
+    }
+}
+
+#[test]
+fn a_warm_pool_schedules_without_the_global_allocator() {
+    let _alone = ALONE.lock().unwrap();
+    const N: usize = 20_000;
+    for queue in queues() {
+        let pool = pool(queue);
+        // Warm: the queue's storage grows, the caches fill.
+        steady_churn(&pool, N);
+        let mine = MINE.with(|m| m.get());
+        steady_churn(&pool, N);
+        let fresh = MINE.with(|m| m.get()) - mine;
+        // Without recycling each insert allocates its cell: N. With it, a
+        // cell comes from this thread's cache or from the depot, where the
+        // workers put the magazines of cells they free. (The timer thread
+        // still allocates now and then: its queue's storage.)
+        assert!(
+            fresh < N / 100,
+            "{queue:?}: the scheduling thread allocated {fresh} times for {N} warm inserts"
+        );
+        pool.shutdown();
+        assert!(pool.await_termination(Duration::from_secs(10)));
+    }
+}
+
+#[test]
+fn every_path_that_frees_a_cell_drops_its_closure_once_and_keeps_no_bytes() {
+    let _alone = ALONE.lock().unwrap();
+    for queue in queues() {
+        let round = || {
+            let drops = &Arc::new(AtomicUsize::new(0));
+            let pool = pool(queue);
+            let mut made = 0;
+            let mut kept = Vec::new();
+            for i in 0..200 {
+                made += 1;
+                let guard = DropCounter(drops.clone());
+                // Run now, result read.
+                let now = pool.submit(move || drop(guard)).unwrap();
+                made += 1;
+                let guard = DropCounter(drops.clone());
+                // Run later, handle dropped before the run.
+                drop(
+                    pool.schedule(move || drop(guard), Duration::from_millis(1))
+                        .unwrap(),
+                );
+                made += 1;
+                let guard = DropCounter(drops.clone());
+                // Cancelled: dropped at the cancel, cell swept.
+                let cancelled = pool.schedule(move || drop(guard), Duration::from_secs(3600));
+                assert!(cancelled.unwrap().cancel());
+                made += 1;
+                let guard = DropCounter(drops.clone());
+                // Given up by the shutdown below (kept delayed tasks are
+                // cancelled by shutdown_now).
+                kept.push(
+                    pool.schedule(move || drop(guard), Duration::from_secs(3600))
+                        .unwrap(),
+                );
+                if i % 50 == 0 {
+                    made += 1;
+                    let guard = DropCounter(drops.clone());
+                    let beat = pool
+                        .schedule_at_fixed_rate(
+                            move || {
+                                let _ = &guard;
+                            },
+                            Duration::ZERO,
+                            Duration::from_millis(1),
+                        )
+                        .unwrap();
+                    std::thread::sleep(Duration::from_millis(3));
+                    assert!(beat.cancel());
+                    // A timer future, completed and one dropped early.
+                    block_on(pool.sleep(Duration::from_millis(1)));
+                    drop(pool.sleep(Duration::from_secs(3600)));
+                }
+                now.join().unwrap();
+            }
+            let given_up = pool.shutdown_now();
+            drop(given_up);
+            assert!(pool.await_termination(Duration::from_secs(10)));
+            for handle in kept {
+                assert!(handle.join().unwrap_err().is_cancelled());
+            }
+            assert_eq!(
+                drops.load(SeqCst),
+                made,
+                "{queue:?}: each closure dropped once"
+            );
+        };
+        round();
+        let before = LIVE.load(SeqCst);
+        let mut grown = Vec::new();
+        for _ in 0..3 {
+            round();
+            grown.push(LIVE.load(SeqCst) - before);
+        }
+        // A leaked cell would keep 64 bytes or more each: 800 a round.
+        let least = *grown.iter().min().unwrap();
+        assert!(
+            least < 32 << 10,
+            "{queue:?}: bytes kept after each round: {grown:?}"
+        );
+    }
+}
