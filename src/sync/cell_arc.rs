@@ -198,6 +198,23 @@ impl<T: ?Sized> CellArc<T> {
         }
     }
 
+    /// Calls `f` on the value with `this` in a slot beside it: for a trait
+    /// method that takes the caller's reference (a trait object cannot take
+    /// `self: CellArc<Self>`). `f` may move the reference out of the slot
+    /// into what it returns (a job that keeps the cell), never drop it;
+    /// what it leaves there is dropped after it returned, when nothing
+    /// borrows the value any more.
+    pub(crate) fn lend<R>(this: Self, f: impl FnOnce(&T, &mut Option<Self>) -> R) -> R {
+        let value: *const T = &*this;
+        let mut held = Some(this);
+        // SAFETY: the value lives while a reference does: `held`'s until
+        // `f` returns, or the one `f` moved into what it returns (the
+        // contract above), which outlives the call.
+        let result = f(unsafe { &*value }, &mut held);
+        drop(held);
+        result
+    }
+
     /// A weak reference to the cell.
     pub(crate) fn downgrade(this: &Self) -> CellWeak<T> {
         add_ref(&this.inner().weak);
@@ -228,14 +245,15 @@ impl<T: ?Sized> CellArc<T> {
     }
 }
 
-/// Frees the block of `raw` once its last weak reference (the strong
-/// references' own, or a [`CellWeak`]) is gone.
+/// Frees the block of `raw`, of `layout`, once its last weak reference
+/// (the strong references' own, or a [`CellWeak`]) is gone.
 ///
 /// # Safety
 ///
 /// The caller held one weak reference to the block and gives it up here;
-/// the value was dropped (or never written) and nothing reads it again.
-unsafe fn release_block<T: ?Sized>(raw: *mut ArcInner<T>) {
+/// the value was dropped (or never written) and nothing reads it again;
+/// `layout` is the block's.
+unsafe fn release_block<T: ?Sized>(raw: *mut ArcInner<T>, layout: Layout) {
     // SAFETY: the caller's weak reference keeps the counts alive.
     let weak = unsafe { &(*raw).weak };
     // One weak reference left is the caller's: with no strong reference,
@@ -246,12 +264,8 @@ unsafe fn release_block<T: ?Sized>(raw: *mut ArcInner<T>) {
     }
     fence(Ordering::Acquire);
     // SAFETY: the last reference of any kind: nobody else reaches the
-    // block. `for_value` reads the size and alignment of the value from
-    // its type (a trait object's from its vtable), not the value's bytes.
-    unsafe {
-        let layout = Layout::for_value(&*raw);
-        recycle::dealloc(NonNull::new_unchecked(raw.cast::<u8>()), layout);
-    }
+    // block, allocated with `layout` (caller).
+    unsafe { recycle::dealloc(NonNull::new_unchecked(raw.cast::<u8>()), layout) };
 }
 
 impl<T: ?Sized> Clone for CellArc<T> {
@@ -273,13 +287,15 @@ impl<T: ?Sized> Drop for CellArc<T> {
             return;
         }
         fence(Ordering::Acquire);
+        // Read while the value is there (a trait object's from its vtable).
+        let layout = Layout::for_value(self.inner());
         let raw = self.ptr.as_ptr();
         // SAFETY: this was the last strong reference: nobody else reads the
         // value (the fence orders their uses before this); it is dropped
         // once, here. Then the strong references' weak one goes.
         unsafe {
             ptr::drop_in_place(ptr::addr_of_mut!((*raw).value));
-            release_block(raw);
+            release_block(raw, layout);
         }
     }
 }
@@ -340,9 +356,17 @@ impl<T: ?Sized> Clone for CellWeak<T> {
 
 impl<T: ?Sized> Drop for CellWeak<T> {
     fn drop(&mut self) {
-        // SAFETY: this weak reference is given up here; the value is
-        // dropped by the strong references, never read through a weak one.
-        unsafe { release_block(self.ptr.as_ptr()) };
+        let raw = self.ptr.as_ptr();
+        // SAFETY: the block is alive (this weak reference holds it). The
+        // value may be dropped or, after a panic in `new_cyclic`, never
+        // written: `for_value` reads only its type's size and alignment (a
+        // trait object's from the vtable), not its bytes (std's `Weak` uses
+        // the unstable `for_value_raw` for this). This reference is given
+        // up here, and nothing reads the value through a weak one.
+        unsafe {
+            let layout = Layout::for_value(&*raw);
+            release_block(raw, layout);
+        }
     }
 }
 
@@ -540,5 +564,30 @@ mod loom_model {
             drop(cell);
             upgrader.join().unwrap();
         });
+    }
+
+    /// A cell whose maker hands a weak reference to another thread, which
+    /// upgrades it: the upgrade succeeds only once `new_cyclic` published
+    /// the value, and then reads it whole (the `Release` store of the
+    /// count against the upgrade's `Acquire`).
+    #[test]
+    fn new_cyclic_publishes_the_value_to_an_upgrade() {
+        model(
+            "cell_arc::new_cyclic_publishes_the_value_to_an_upgrade",
+            || {
+                let mut upgrader = None;
+                let cell = CellArc::new_cyclic(|me: &CellWeak<Probe>| {
+                    let me = me.clone();
+                    upgrader = Some(thread::spawn(move || {
+                        if let Some(cell) = me.upgrade() {
+                            assert_eq!(cell.read(), 1);
+                        }
+                    }));
+                    Probe(UnsafeCell::new(1))
+                });
+                upgrader.unwrap().join().unwrap();
+                drop(cell);
+            },
+        );
     }
 }

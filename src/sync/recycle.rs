@@ -63,8 +63,9 @@
 //! is in none. A `previous` magazine is always empty or full. The tests
 //! below check it with threads; the loom model, the depot's exchange.
 //!
-//! Under `cfg(loom)`, `alloc` and `dealloc` go to the global allocator
-//! (loom models neither std's thread-locals nor raw memory).
+//! Under `cfg(loom)`, `alloc` and `dealloc` skip the caches and go to
+//! loom's allocator, which fails a model that leaks a block or frees one
+//! twice (loom does not model std's thread-locals).
 
 use std::alloc::{handle_alloc_error, Layout};
 #[cfg(all(test, not(loom)))]
@@ -179,7 +180,13 @@ fn fresh(layout: Layout) -> NonNull<u8> {
     count(|t| t.fresh += 1);
     // SAFETY: the layouts passed here (`block_layout`'s) have a non-zero
     // size.
+    #[cfg(not(loom))]
     let ptr = unsafe { std::alloc::alloc(layout) };
+    // Under loom, loom's allocator: a model then fails on a block it leaks
+    // or frees twice (every task cell of every model).
+    // SAFETY: as above.
+    #[cfg(loom)]
+    let ptr = unsafe { loom::alloc::alloc(layout) };
     NonNull::new(ptr).unwrap_or_else(|| handle_alloc_error(layout))
 }
 
@@ -194,7 +201,15 @@ unsafe fn free(ptr: NonNull<u8>, layout: Layout) {
     count(|t| t.freed += 1);
     // SAFETY: `ptr` was allocated by the global allocator with `layout`,
     // and nobody uses it again (caller).
-    unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) }
+    #[cfg(not(loom))]
+    unsafe {
+        std::alloc::dealloc(ptr.as_ptr(), layout)
+    }
+    // SAFETY: as above, by loom's allocator (`fresh`).
+    #[cfg(loom)]
+    unsafe {
+        loom::alloc::dealloc(ptr.as_ptr(), layout)
+    }
 }
 
 /// A stack of free blocks of one class: an array of their addresses. A pop

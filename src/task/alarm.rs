@@ -131,13 +131,17 @@ impl Delayed for Alarm {
 
     /// A job that rings the alarm (it only ever goes to a shutdown path,
     /// which cancels it: then it is discarded).
-    unsafe fn job(&self, this: CellArc<dyn Delayed>) -> Job {
-        // SAFETY: `this` holds `self` (caller).
+    unsafe fn job(&self, this: &mut Option<CellArc<dyn Delayed>>) -> Job {
+        // SAFETY: `this` holds a reference to `self` (caller).
         unsafe { super::delayed::task_job::<Self>(this) }
     }
 
     /// Rings it here, on the timer's thread: there is nothing to run.
-    unsafe fn expire(&self, _this: CellArc<dyn Delayed>, ctx: &dyn TaskContext) -> Option<Job> {
+    unsafe fn expire(
+        &self,
+        _this: &mut Option<CellArc<dyn Delayed>>,
+        ctx: &dyn TaskContext,
+    ) -> Option<Job> {
         self.ring(ctx);
         None
     }

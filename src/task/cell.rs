@@ -252,8 +252,11 @@ where
     T: Send + 'static,
     L: Label,
 {
-    unsafe fn cancellable(&self, this: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable> {
-        // SAFETY: `this` holds `self` (caller).
+    unsafe fn cancellable(
+        &self,
+        this: &mut Option<CellArc<dyn Joinable<T>>>,
+    ) -> CellArc<dyn Cancellable> {
+        // SAFETY: `this` holds a reference to `self` (caller).
         unsafe { super::state::cancellable_as::<T, Self>(this) }
     }
 

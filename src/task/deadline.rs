@@ -159,8 +159,11 @@ where
         }
     }
 
-    unsafe fn cancellable(&self, this: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable> {
-        // SAFETY: `this` holds `self` (caller).
+    unsafe fn cancellable(
+        &self,
+        this: &mut Option<CellArc<dyn Joinable<T>>>,
+    ) -> CellArc<dyn Cancellable> {
+        // SAFETY: `this` holds a reference to `self` (caller).
         unsafe { super::state::cancellable_as::<T, Self>(this) }
     }
 }
@@ -198,7 +201,11 @@ where
     /// The time-out, on the timer's thread (outside its lock). The strong
     /// reference taken for it may turn out the last one: it is dropped
     /// through `ctx`.
-    unsafe fn expire(&self, _this: CellArc<dyn Delayed>, ctx: &dyn TaskContext) -> Option<Job> {
+    unsafe fn expire(
+        &self,
+        _this: &mut Option<CellArc<dyn Delayed>>,
+        ctx: &dyn TaskContext,
+    ) -> Option<Job> {
         if let Some(task) = self.task.upgrade() {
             task.task.time_out(ctx, || ctx.note_timed_out());
             ctx.drop_reporting(task);
@@ -209,7 +216,8 @@ where
     /// The time-out given up (a shutdown discarding delayed work): the task
     /// itself is not touched; it runs or is cancelled as the pool's other
     /// tasks are.
-    unsafe fn job(&self, this: CellArc<dyn Delayed>) -> Job {
+    unsafe fn job(&self, this: &mut Option<CellArc<dyn Delayed>>) -> Job {
+        let this = this.take().expect("the caller's reference");
         Job::detached(move || drop(this))
     }
 }

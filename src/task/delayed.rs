@@ -20,13 +20,14 @@ pub(crate) trait Delayed: Send + Sync + 'static {
     fn is_periodic(&self) -> bool {
         false
     }
-    /// The job that runs it, made of `this`, the caller's reference to
-    /// this entry (call it through [`into_job`]).
+    /// The job that runs it, made of the caller's reference to this entry
+    /// in `this` (moved out of it, never dropped: [`CellArc::lend`]; call
+    /// it through [`into_job`]).
     ///
     /// # Safety
     ///
-    /// `this` holds `self`.
-    unsafe fn job(&self, this: CellArc<dyn Delayed>) -> Job;
+    /// `this` holds a reference to `self`.
+    unsafe fn job(&self, this: &mut Option<CellArc<dyn Delayed>>) -> Job;
     /// True if the sweep that removes it removes a task cancelled through
     /// its handle (counted once: not a stale placement, not an alarm).
     fn is_cancelled_task(&self) -> bool {
@@ -39,24 +40,26 @@ pub(crate) trait Delayed: Send + Sync + 'static {
         true
     }
     /// Falls due: the job to hand to the workers, or `None` if falling due
-    /// was all it needed (done here, through `ctx`). `this` is the caller's
-    /// reference to this entry (call it through [`expire`]).
+    /// was all it needed (done here, through `ctx`). `this` as for
+    /// [`job`](Self::job) (call it through [`expire`]).
     ///
     /// # Safety
     ///
-    /// `this` holds `self`.
-    unsafe fn expire(&self, this: CellArc<dyn Delayed>, _ctx: &dyn TaskContext) -> Option<Job> {
-        // SAFETY: `this` holds `self` (caller).
+    /// `this` holds a reference to `self`.
+    unsafe fn expire(
+        &self,
+        this: &mut Option<CellArc<dyn Delayed>>,
+        _ctx: &dyn TaskContext,
+    ) -> Option<Job> {
+        // SAFETY: `this` holds a reference to `self` (caller).
         Some(unsafe { self.job(this) })
     }
 }
 
 /// The job that runs `entry` ([`Delayed::job`]).
 pub(crate) fn into_job(entry: CellArc<dyn Delayed>) -> Job {
-    let object: *const dyn Delayed = &*entry;
-    // SAFETY: `object` is `entry`'s value, which `entry`, moved into the
-    // call, keeps alive for as long as the call uses it.
-    unsafe { (*object).job(entry) }
+    // SAFETY: the slot holds a reference to the entry it is called on.
+    CellArc::lend(entry, |entry, this| unsafe { entry.job(this) })
 }
 
 /// The body of [`Delayed::job`] for a cell of type `C` that runs as
@@ -64,17 +67,19 @@ pub(crate) fn into_job(entry: CellArc<dyn Delayed>) -> Job {
 ///
 /// # Safety
 ///
-/// `this` holds a `C`.
-pub(crate) unsafe fn task_job<C: super::job::Runnable>(this: CellArc<dyn Delayed>) -> Job {
-    // SAFETY: `this` holds a `C` (caller).
+/// `this` holds a reference to a `C`.
+pub(crate) unsafe fn task_job<C: super::job::Runnable>(
+    this: &mut Option<CellArc<dyn Delayed>>,
+) -> Job {
+    let this = this.take().expect("the caller's reference");
+    // SAFETY: it is a `C` (caller).
     Job::task(unsafe { CellArc::downcast_unchecked::<C>(this) })
 }
 
 /// `entry` falls due ([`Delayed::expire`]).
 pub(crate) fn expire(entry: CellArc<dyn Delayed>, ctx: &dyn TaskContext) -> Option<Job> {
-    let object: *const dyn Delayed = &*entry;
-    // SAFETY: as in `into_job`.
-    unsafe { (*object).expire(entry, ctx) }
+    // SAFETY: the slot holds a reference to the entry it is called on.
+    CellArc::lend(entry, |entry, this| unsafe { entry.expire(this, ctx) })
 }
 
 /// `cell`, as the timer holds it.
@@ -87,13 +92,13 @@ pub(crate) fn erase<C: Delayed>(cell: CellArc<C>) -> CellArc<dyn Delayed> {
 /// sees it (`timer::driver::wall`).
 pub(crate) trait WallTask: Send + Sync + 'static {
     /// The job that places the task again if the wall clock moved under
-    /// its deadline, made of `this`, the caller's reference to this task
-    /// (call it through [`check_job`]).
+    /// its deadline, made of the caller's reference in `this` (as for
+    /// [`Delayed::job`]; call it through [`check_job`]).
     ///
     /// # Safety
     ///
-    /// `this` holds `self`.
-    unsafe fn check_job(&self, this: CellArc<dyn WallTask>) -> Job;
+    /// `this` holds a reference to `self`.
+    unsafe fn check_job(&self, this: &mut Option<CellArc<dyn WallTask>>) -> Job;
 }
 
 /// `cell`, as the wall clock's watch holds it.
@@ -104,7 +109,6 @@ pub(crate) fn erase_wall<C: WallTask>(cell: CellArc<C>) -> CellArc<dyn WallTask>
 
 /// The job that checks `task`'s placement ([`WallTask::check_job`]).
 pub(crate) fn check_job(task: CellArc<dyn WallTask>) -> Job {
-    let object: *const dyn WallTask = &*task;
-    // SAFETY: as in `into_job`.
-    unsafe { (*object).check_job(task) }
+    // SAFETY: the slot holds a reference to the task it is called on.
+    CellArc::lend(task, |task, this| unsafe { task.check_job(this) })
 }

@@ -106,8 +106,11 @@ where
         self.task.take_output()
     }
 
-    unsafe fn cancellable(&self, this: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable> {
-        // SAFETY: `this` holds `self` (caller).
+    unsafe fn cancellable(
+        &self,
+        this: &mut Option<CellArc<dyn Joinable<T>>>,
+    ) -> CellArc<dyn Cancellable> {
+        // SAFETY: `this` holds a reference to `self` (caller).
         unsafe { super::state::cancellable_as::<T, Self>(this) }
     }
 }
@@ -130,8 +133,8 @@ where
         self.task.header().is_cancelled()
     }
 
-    unsafe fn job(&self, this: CellArc<dyn Delayed>) -> Job {
-        // SAFETY: `this` holds `self` (caller).
+    unsafe fn job(&self, this: &mut Option<CellArc<dyn Delayed>>) -> Job {
+        // SAFETY: `this` holds a reference to `self` (caller).
         unsafe { super::delayed::task_job::<Self>(this) }
     }
 }

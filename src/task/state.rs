@@ -196,13 +196,17 @@ pub(crate) trait Joinable<T>: Cancellable {
     /// most once (the handle is consumed or fused by it).
     fn take_output(&self) -> Result<T, TaskError>;
 
-    /// The same cell, without its output type (for a cancel handle): `this`
-    /// is a reference to this cell (call it through [`cancellable_of`]).
+    /// The same cell, without its output type (for a cancel handle), from
+    /// the caller's reference in `this` (as for `Delayed::job`; call it
+    /// through [`cancellable_of`]).
     ///
     /// # Safety
     ///
-    /// `this` holds `self`.
-    unsafe fn cancellable(&self, this: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable>;
+    /// `this` holds a reference to `self`.
+    unsafe fn cancellable(
+        &self,
+        this: &mut Option<CellArc<dyn Joinable<T>>>,
+    ) -> CellArc<dyn Cancellable>;
 }
 
 /// `cell`, as a handle with output `T` holds it.
@@ -219,21 +223,20 @@ pub(crate) fn cancellable<C: Cancellable + 'static>(cell: CellArc<C>) -> CellArc
 
 /// A handle's cell, without its output type ([`Joinable::cancellable`]).
 pub(crate) fn cancellable_of<T>(cell: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable> {
-    let object: *const dyn Joinable<T> = &*cell;
-    // SAFETY: `object` is `cell`'s value, which `cell`, moved into the
-    // call, keeps alive for as long as the call uses it.
-    unsafe { (*object).cancellable(cell) }
+    // SAFETY: the slot holds a reference to the cell it is called on.
+    CellArc::lend(cell, |cell, this| unsafe { cell.cancellable(this) })
 }
 
 /// The body of [`Joinable::cancellable`] for a cell of type `C`.
 ///
 /// # Safety
 ///
-/// `this` holds a `C`.
+/// `this` holds a reference to a `C`.
 pub(crate) unsafe fn cancellable_as<T, C: Joinable<T> + 'static>(
-    this: CellArc<dyn Joinable<T>>,
+    this: &mut Option<CellArc<dyn Joinable<T>>>,
 ) -> CellArc<dyn Cancellable> {
-    // SAFETY: `this` holds a `C` (caller).
+    let this = this.take().expect("the caller's reference");
+    // SAFETY: it is a `C` (caller).
     cancellable(unsafe { CellArc::downcast_unchecked::<C>(this) })
 }
 

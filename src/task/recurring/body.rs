@@ -103,7 +103,10 @@ where
     T: Send + 'static,
     L: Label,
 {
-    unsafe fn cancellable(&self, _this: CellArc<dyn Joinable<T>>) -> CellArc<dyn Cancellable> {
+    unsafe fn cancellable(
+        &self,
+        _this: &mut Option<CellArc<dyn Joinable<T>>>,
+    ) -> CellArc<dyn Cancellable> {
         crate::task::state::cancellable(CellArc::clone(&self.0))
     }
 

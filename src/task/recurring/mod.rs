@@ -494,9 +494,9 @@ where
 {
     unsafe fn cancellable(
         &self,
-        this: CellArc<dyn Joinable<Ended<B::Output>>>,
+        this: &mut Option<CellArc<dyn Joinable<Ended<B::Output>>>>,
     ) -> CellArc<dyn Cancellable> {
-        // SAFETY: `this` holds `self` (caller).
+        // SAFETY: `this` holds a reference to `self` (caller).
         unsafe { super::state::cancellable_as::<Ended<B::Output>, Self>(this) }
     }
 
@@ -536,8 +536,8 @@ where
         self.periodic
     }
 
-    unsafe fn job(&self, this: CellArc<dyn Delayed>) -> Job {
-        // SAFETY: `this` holds `self` (caller).
+    unsafe fn job(&self, this: &mut Option<CellArc<dyn Delayed>>) -> Job {
+        // SAFETY: `this` holds a reference to `self` (caller).
         unsafe { super::delayed::task_job::<Self>(this) }
     }
 }

@@ -230,8 +230,9 @@ where
     G: Trigger,
     L: Label,
 {
-    unsafe fn check_job(&self, this: CellArc<dyn WallTask>) -> Job {
-        // SAFETY: `this` holds `self` (caller).
+    unsafe fn check_job(&self, this: &mut Option<CellArc<dyn WallTask>>) -> Job {
+        let this = this.take().expect("the caller's reference");
+        // SAFETY: it is a reference to `self` (caller).
         Job::task(CellArc::new(WallCheck(unsafe {
             CellArc::downcast_unchecked::<Self>(this)
         })))
@@ -240,15 +241,15 @@ where
 
 /// What a task that can be rescheduled offers its handle.
 pub(crate) trait Reschedulable: Send + Sync {
-    /// See [`RecurringTask::reschedule`]; `this` is a reference to this
-    /// task (call it through [`reschedule`]).
+    /// See [`RecurringTask::reschedule`]; `this` holds the caller's
+    /// reference (as for `Delayed::job`; call it through [`reschedule`]).
     ///
     /// # Safety
     ///
-    /// `this` holds `self`.
+    /// `this` holds a reference to `self`.
     unsafe fn reschedule(
         &self,
-        this: CellArc<dyn Reschedulable>,
+        this: &mut Option<CellArc<dyn Reschedulable>>,
         trigger: Box<dyn Trigger>,
         ctx: &dyn TaskContext,
     ) -> bool;
@@ -260,10 +261,10 @@ pub(crate) fn reschedule(
     trigger: Box<dyn Trigger>,
     ctx: &dyn TaskContext,
 ) -> bool {
-    let object: *const dyn Reschedulable = &*task;
-    // SAFETY: `object` is `task`'s value, which `task`, moved into the
-    // call, keeps alive for as long as the call uses it.
-    unsafe { (*object).reschedule(task, trigger, ctx) }
+    // SAFETY: the slot holds a reference to the task it is called on.
+    CellArc::lend(task, |task, this| unsafe {
+        task.reschedule(this, trigger, ctx)
+    })
 }
 
 /// `cell`, as a handle that reschedules it holds it.
@@ -282,13 +283,17 @@ where
 {
     unsafe fn reschedule(
         &self,
-        this: CellArc<dyn Reschedulable>,
+        this: &mut Option<CellArc<dyn Reschedulable>>,
         trigger: Box<dyn Trigger>,
         ctx: &dyn TaskContext,
     ) -> bool {
-        // SAFETY: `this` holds `self` (caller).
-        let this = unsafe { CellArc::downcast_unchecked::<Self>(this) };
-        Self::reschedule(&this, trigger, ctx)
+        let held = this.take().expect("the caller's reference");
+        // SAFETY: it is a reference to `self` (caller).
+        let task = unsafe { CellArc::downcast_unchecked::<Self>(held) };
+        let rescheduled = Self::reschedule(&task, trigger, ctx);
+        // Back in the slot: dropped by the caller, after this returned.
+        *this = Some(reschedulable(task));
+        rescheduled
     }
 }
 
@@ -341,8 +346,8 @@ where
         self.task.periodic
     }
 
-    unsafe fn job(&self, this: CellArc<dyn Delayed>) -> Job {
-        // SAFETY: `this` holds `self` (caller).
+    unsafe fn job(&self, this: &mut Option<CellArc<dyn Delayed>>) -> Job {
+        // SAFETY: `this` holds a reference to `self` (caller).
         unsafe { crate::task::delayed::task_job::<Self>(this) }
     }
 }

@@ -499,7 +499,7 @@ impl Delayed for Probe {
     fn is_final(&self) -> bool {
         false
     }
-    unsafe fn job(&self, _: CellArc<dyn Delayed>) -> Job {
+    unsafe fn job(&self, _: &mut Option<CellArc<dyn Delayed>>) -> Job {
         unreachable!("no timer thread hands it over")
     }
 }
