@@ -290,13 +290,28 @@ impl<T: ?Sized> Drop for CellArc<T> {
         // Read while the value is there (a trait object's from its vtable).
         let layout = Layout::for_value(self.inner());
         let raw = self.ptr.as_ptr();
+        // The strong references' weak one goes after the value, even if
+        // the value's destructor (user code) panics.
+        let _release = Release { raw, layout };
         // SAFETY: this was the last strong reference: nobody else reads the
         // value (the fence orders their uses before this); it is dropped
-        // once, here. Then the strong references' weak one goes.
-        unsafe {
-            ptr::drop_in_place(ptr::addr_of_mut!((*raw).value));
-            release_block(raw, layout);
-        }
+        // once, here.
+        unsafe { ptr::drop_in_place(ptr::addr_of_mut!((*raw).value)) };
+    }
+}
+
+/// Gives up the strong references' weak one when dropped ([`CellArc`]'s
+/// last drop, after the value's destructor, returned or unwound).
+struct Release<T: ?Sized> {
+    raw: *mut ArcInner<T>,
+    layout: Layout,
+}
+
+impl<T: ?Sized> Drop for Release<T> {
+    fn drop(&mut self) {
+        // SAFETY: made by the last strong reference, which held the weak
+        // one and dropped the value; `layout` is the block's.
+        unsafe { release_block(self.raw, self.layout) };
     }
 }
 
@@ -448,6 +463,29 @@ mod tests {
             thread.join().unwrap();
         }
         assert_eq!(drops.load(SeqCst), 1_000);
+    }
+
+    /// Panics when dropped.
+    struct PanicsOnDrop([u64; 5]);
+
+    impl Drop for PanicsOnDrop {
+        fn drop(&mut self) {
+            panic!("expected: a destructor panicked ({})", self.0[0]);
+        }
+    }
+
+    #[test]
+    fn a_value_whose_destructor_panics_still_frees_its_block() {
+        let cell = CellArc::new(PanicsOnDrop([7; 5]));
+        let block = CellArc::as_ptr(&cell).cast::<u8>();
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(cell)));
+        assert!(dropped.is_err());
+        // The thread's magazine is a stack: the block it got back is the
+        // next one out.
+        let next = CellArc::new(PanicsOnDrop([0; 5]));
+        let reused = CellArc::as_ptr(&next).cast::<u8>() == block;
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(next)));
+        assert!(reused, "the block went back to the thread's magazine");
     }
 
     #[test]
