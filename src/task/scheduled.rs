@@ -173,7 +173,7 @@ mod tests {
     /// The cell of a scheduled task whose closure captures nothing and
     /// returns `()`: the state word and waiter slot (32 bytes), one slot
     /// for the closure or its output (16: a panic payload), the deadline
-    /// (8). With the `Arc` counts that is 72 bytes, an 80-byte block for
+    /// (8). With the `CellArc` counts that is 72 bytes, an 80-byte block for
     /// glibc's malloc; 8 bytes more would make it 96.
     #[test]
     #[cfg(target_pointer_width = "64")]
