@@ -4,6 +4,8 @@
 //!   one hand-off to an idle pool and back);
 //! * `spawn/outside`: a batch of `execute`s from a thread outside the pool,
 //!   until all ran (throughput of the injector path);
+//! * `spawn/outside_large`: the same with closures of 40 bytes, stored out
+//!   of the job's inline word (in a recycled block);
 //! * `spawn/inside`: the same batch submitted from inside a task, into the
 //!   worker's own deque (`chronopool::execute`);
 //! * `timers/schedule`: a batch of `schedule`s from a thread outside the
@@ -73,6 +75,19 @@ fn spawn(c: &mut Criterion) {
                 let done = Arc::clone(&done);
                 pool.execute(move || {
                     done.fetch_add(1, Ordering::Release);
+                })
+                .unwrap();
+            }
+            wait_for(&done, start + BATCH);
+        })
+    });
+    group.bench_function("outside_large", |b| {
+        b.iter(|| {
+            let start = done.load(Ordering::Acquire);
+            for i in 0..BATCH {
+                let (done, payload) = (Arc::clone(&done), [i; 4]);
+                pool.execute(move || {
+                    done.fetch_add(1 + payload[3] - i, Ordering::Release);
                 })
                 .unwrap();
             }

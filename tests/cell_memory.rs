@@ -187,3 +187,48 @@ fn every_path_that_frees_a_cell_drops_its_closure_once_and_keeps_no_bytes() {
         );
     }
 }
+
+/// A closure too large for a job's inline word (it captures 40 bytes) is
+/// stored in a recycled block, freed by the worker that runs it: on a warm
+/// pool, `execute` takes nothing from the global allocator for it. What the
+/// submitting thread still allocates is the injector's: crossbeam's
+/// `Injector` takes a block for every 63 pushes.
+#[test]
+fn a_warm_pool_executes_large_closures_without_the_global_allocator() {
+    let _alone = ALONE.lock().unwrap();
+    const N: usize = 20_000;
+    let pool = pool(TimerQueue::heap());
+    let ran = Arc::new(AtomicUsize::new(0));
+    let churn = || {
+        let base = ran.load(SeqCst);
+        let done = || ran.load(SeqCst) - base;
+        for i in 0..N {
+            let (ran, payload) = (ran.clone(), [i as u64; 4]);
+            pool.execute(move || {
+                assert_eq!(payload[3], i as u64);
+                ran.fetch_add(1, SeqCst);
+            })
+            .unwrap();
+            // At most 64 in flight, as in `steady_churn`.
+            while i + 1 - done() > 64 {
+                std::thread::yield_now();
+            }
+        }
+        while done() < N {
+            std::thread::yield_now();
+        }
+    };
+    // Warm: the caches fill.
+    churn();
+    let mine = MINE.with(|m| m.get());
+    churn();
+    let fresh = MINE.with(|m| m.get()) - mine;
+    assert_eq!(ran.load(SeqCst), 2 * N);
+    // Without recycling: a block per closure, N, and the injector's.
+    assert!(
+        fresh <= N / 63 + 32,
+        "the submitting thread allocated {fresh} times for {N} warm executes"
+    );
+    pool.shutdown();
+    assert!(pool.await_termination(Duration::from_secs(10)));
+}
