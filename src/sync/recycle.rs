@@ -1,6 +1,7 @@
-//! The crate's own recycling of small blocks (task cells): a cache per
-//! thread and size class, and a depot per class that carries blocks freed
-//! on one thread back to threads that allocate.
+//! The crate's own recycling of small blocks (task cells, and the
+//! closures a job stores out of line): a cache per thread and size class,
+//! and a depot per class that carries blocks freed on one thread back to
+//! threads that allocate.
 //!
 //! Task cells are allocated by the scheduling thread and mostly freed by a
 //! worker. On fresh pages a cell's malloc is ~32 ns of a ~150 ns insert;
@@ -97,10 +98,11 @@ const MAGAZINE: usize = 32;
 #[cfg(not(loom))]
 const DEPOT_MAGAZINES: usize = 64;
 
-/// Allocates a block for `layout` (size > 0). Blocks of at most
-/// `MAX_RECYCLED` bytes and align <= 16 come from this thread's cache of
-/// their size class when it has one, else from the depot, else from the
-/// global allocator; larger ones straight from the global allocator.
+/// Allocates a block for `layout` (size > 0): at least its size, aligned
+/// to at least its alignment. Blocks of at most `MAX_RECYCLED` bytes and
+/// align <= 16 come from this thread's cache of their size class when it
+/// has one, else from the depot, else from the global allocator; larger or
+/// more aligned ones straight from the global allocator.
 /// Aborts via `std::alloc::handle_alloc_error` on failure.
 #[inline]
 pub(crate) fn alloc(layout: Layout) -> NonNull<u8> {
