@@ -249,12 +249,12 @@ impl Drop for PanicsOnDrop {
 /// that panics, a capture whose destructor panics after the body, and
 /// closures given up unrun by `shutdown_now` whose captures panic as they
 /// are dropped. Each panic reaches the hook once, each block goes back, and
-/// the process keeps no bytes per round.
+/// what the process keeps does not grow from round to round.
 #[test]
 fn hostile_large_closures_give_their_blocks_back() {
     let _alone = ALONE.lock().unwrap();
-    const RUN: usize = 300;
-    const GIVEN_UP: usize = 100;
+    const RUN: usize = 6_000;
+    const GIVEN_UP: usize = 2_000;
     let round = || {
         let (pool, panics) =
             common::counting_panics(ScheduledExecutor::builder().worker_threads(2));
@@ -302,13 +302,18 @@ fn hostile_large_closures_give_their_blocks_back() {
         round();
         grown.push(LIVE.load(SeqCst) - before);
     }
-    // A block kept per closure would be 48 bytes or more: 19 KiB more
-    // after each round. (What the first round leaves in the caches and the
-    // depot stays, the same after each.)
+    // Each closure's block is 48 bytes: one kept per closure would be
+    // 375 KiB more after each round. What the recycling may hold of that
+    // size class between rounds varies with the threads' timing: at most
+    // the depot's 2,048 blocks and 64 per live thread's cache, 108 KiB.
+    const RECYCLING_MAY_KEEP: isize = 128 << 10;
     let least = *grown.iter().min().unwrap();
-    assert!(least < 32 << 10, "bytes kept after each round: {grown:?}");
     assert!(
-        grown[2] - grown[0] < 4 << 10,
+        least < RECYCLING_MAY_KEEP,
+        "bytes kept after each round: {grown:?}"
+    );
+    assert!(
+        grown[2] - grown[0] < RECYCLING_MAY_KEEP,
         "bytes kept grow from round to round: {grown:?}"
     );
 }
