@@ -65,6 +65,19 @@ fn pool(queue: TimerQueue) -> ScheduledExecutor {
         .unwrap()
 }
 
+/// Runs `round` once to warm up, then three times more: the bytes the
+/// process holds after each of those, over what it held after the first.
+fn kept_after_rounds(round: impl Fn()) -> Vec<isize> {
+    round();
+    let before = LIVE.load(SeqCst);
+    (0..3)
+        .map(|_| {
+            round();
+            LIVE.load(SeqCst) - before
+        })
+        .collect()
+}
+
 /// Schedules `n` tasks due within 100 µs, keeping at most 64 in flight
 /// (the oldest is joined): each cell is freed by a worker after its run or
 /// by this thread with its handle, whichever lets go last.
@@ -172,13 +185,7 @@ fn every_path_that_frees_a_cell_drops_its_closure_once_and_keeps_no_bytes() {
                 "{queue:?}: each closure dropped once"
             );
         };
-        round();
-        let before = LIVE.load(SeqCst);
-        let mut grown = Vec::new();
-        for _ in 0..3 {
-            round();
-            grown.push(LIVE.load(SeqCst) - before);
-        }
+        let grown = kept_after_rounds(round);
         // A leaked cell would keep 64 bytes or more each: 800 a round.
         let least = *grown.iter().min().unwrap();
         assert!(
@@ -295,13 +302,7 @@ fn hostile_large_closures_give_their_blocks_back() {
             "each panic reported once"
         );
     };
-    round();
-    let before = LIVE.load(SeqCst);
-    let mut grown = Vec::new();
-    for _ in 0..3 {
-        round();
-        grown.push(LIVE.load(SeqCst) - before);
-    }
+    let grown = kept_after_rounds(round);
     // Each closure's block is 48 bytes: one kept per closure would be
     // 375 KiB more after each round. What the recycling may hold of that
     // size class between rounds varies with the threads' timing: at most

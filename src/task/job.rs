@@ -488,6 +488,15 @@ mod tests {
         unsafe { job.slot.assume_init() as usize }
     }
 
+    /// Runs `job` if `i` is even, else cancels it.
+    fn run_or_cancel(job: Job, i: u64, ctx: &TestContext) {
+        if i % 2 == 0 {
+            assert_eq!(job.run(ctx), RunOutcome::Completed);
+        } else {
+            job.cancel(ctx);
+        }
+    }
+
     /// The blocks are aligned for the closure, and given back when it runs
     /// or is cancelled: a recycled one comes back to this thread's cache
     /// (one fresh block for a hundred jobs), one from the global allocator
@@ -519,11 +528,7 @@ mod tests {
             assert!(out_of_line(&f));
             let job = Job::detached(f);
             assert_eq!(block_address(&job) % 64, 0, "aligned for the closure");
-            if i % 2 == 0 {
-                assert_eq!(job.run(&ctx), RunOutcome::Completed);
-            } else {
-                job.cancel(&ctx);
-            }
+            run_or_cancel(job, u64::from(i), &ctx);
         }
         let global = recycle::traffic();
         assert_eq!(
@@ -539,11 +544,7 @@ mod tests {
             assert!(out_of_line(&f));
             let job = Job::detached(f);
             assert_eq!(block_address(&job) % 16, 0);
-            if i % 2 == 0 {
-                assert_eq!(job.run(&ctx), RunOutcome::Completed);
-            } else {
-                job.cancel(&ctx);
-            }
+            run_or_cancel(job, i, &ctx);
         }
         let recycled = recycle::traffic();
         assert!(
