@@ -313,7 +313,8 @@ impl Builder {
             Some(manual) => Clock::manual(StdArc::clone(manual.state())),
             None => Clock::new(),
         };
-        let timer = Timer::with_clock(self.timer_queue, policy, self.max_scheduled, clock);
+        let mut timer = Timer::with_clock(self.timer_queue, policy, self.max_scheduled, clock);
+        timer.set_spin(nanos(self.timer_spin));
         let (pool, deques) = Pool::new(workers, self.hooks, timer);
         let pool = Arc::new(pool);
         #[cfg(not(loom))]
@@ -344,8 +345,7 @@ impl Builder {
         if let Some(bytes) = self.stack_size {
             builder = builder.stack_size(bytes);
         }
-        let spin = nanos(self.timer_spin);
-        match builder.spawn(move || pool::run_timer(timer_pool, spin)) {
+        match builder.spawn(move || pool::run_timer(timer_pool)) {
             Ok(timer) => Ok(ScheduledExecutor::start(pool, threads, timer)),
             Err(err) => Err(abandon(&pool, threads, err)),
         }

@@ -39,7 +39,7 @@ fn advance_vs_the_timer_thread() {
         let workers = spawn_workers(&pool, deques);
         let timer_thread = {
             let pool = Arc::clone(&pool);
-            thread::spawn(move || crate::timer::driver::run(&*pool, 0))
+            thread::spawn(move || crate::timer::driver::run(&*pool))
         };
         let ran = Arc::new(AtomicUsize::new(0));
         let (r, p) = (Arc::clone(&ran), Arc::clone(&pool));

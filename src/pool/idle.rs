@@ -86,6 +86,12 @@ impl Idle {
         }
     }
 
+    /// Every worker's parker, by index (the timer wakes a leading worker
+    /// on its own: `timer/driver/lead.rs`).
+    pub(crate) fn parkers(&self) -> Box<[StdArc<Parker>]> {
+        self.parkers.clone()
+    }
+
     /// The parker of worker `index`.
     pub(crate) fn parker(&self, index: usize) -> &StdArc<Parker> {
         &self.parkers[index]

@@ -117,7 +117,9 @@ pub(crate) struct Pool {
 impl Pool {
     /// A pool for `workers` workers, and the deques those workers will own
     /// (index i goes to worker i).
-    pub(crate) fn new(workers: usize, hooks: Hooks, timer: Timer) -> (Pool, Vec<Worker<Job>>) {
+    pub(crate) fn new(workers: usize, hooks: Hooks, mut timer: Timer) -> (Pool, Vec<Worker<Job>>) {
+        let idle = Idle::new(workers);
+        timer.attach_workers(idle.parkers());
         let deques: Vec<Worker<Job>> = (0..workers).map(|_| Worker::new_lifo()).collect();
         let job_count = timer
             .clock
@@ -126,7 +128,7 @@ impl Pool {
         let pool = Pool {
             injector: Injector::new(),
             stealers: deques.iter().map(Worker::stealer).collect(),
-            idle: Idle::new(workers),
+            idle,
             lifecycle: Lifecycle::new(workers),
             timer,
             stats: (0..workers).map(|_| CachePadded::default()).collect(),
@@ -741,9 +743,9 @@ impl Driven for Pool {
 
 /// The body of the timer thread of `pool` (see `timer/driver`), marked as
 /// one of the pool's own threads.
-pub(crate) fn run_timer(pool: Arc<Pool>, spin: Nanos) {
+pub(crate) fn run_timer(pool: Arc<Pool>) {
     let _own = pool.own_thread();
-    driver::run(&*pool, spin);
+    driver::run(&*pool);
 }
 
 impl Drop for Pool {

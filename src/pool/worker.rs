@@ -4,7 +4,7 @@
 //! another task (it runs queued work meanwhile, so a join never deadlocks a
 //! pool whose workers are all joining).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ptr;
 use std::task::Waker;
 use std::time::Instant;
@@ -13,6 +13,9 @@ use crate::sync::deque::{Steal, Worker};
 use crate::sync::parker;
 use crate::sync::{Arc, Backoff, StdArc};
 use crate::task::{Header, Job, RunOutcome, TaskContext};
+use crate::time::Nanos;
+use crate::timer::driver::lead::{lead_turn, LeadTurn, Share};
+use crate::timer::driver::waiting::{Wait, Waiting};
 
 use super::Pool;
 
@@ -21,6 +24,32 @@ pub(crate) struct WorkerContext {
     pub(crate) pool: Arc<Pool>,
     pub(crate) index: usize,
     pub(crate) local: Worker<Job>,
+    /// How this worker waits for a deadline while it leads (the timer
+    /// thread's policy: `timer/driver/waiting.rs`).
+    waiting: RefCell<Waiting>,
+    /// The last batch of due tasks it took while leading (when, how many),
+    /// until its next turn measures how long they took.
+    last_batch: Cell<Option<(Nanos, usize)>>,
+    /// Whether the due tasks it took last ran long enough to share
+    /// (`SHARE_AFTER`).
+    heavy: Cell<bool>,
+}
+
+/// A leading worker takes all the due tasks of a turn into its deque, and
+/// wakes an idle worker to share them, if those it took last ran this long
+/// each (on average, with whatever else it ran meanwhile); shorter, it
+/// takes one at a time and runs it: a wake-up and a steal cost more than
+/// running them in turn (see `timer/driver/lead.rs`).
+const SHARE_AFTER: Nanos = 20_000;
+
+/// What a worker's look at the timer decided (`WorkerContext::lead`).
+enum Led {
+    /// It does not lead: look for work as a follower.
+    Follow,
+    /// Look at the queues again (it took due tasks, or waited for time).
+    Again,
+    /// Run this job (stolen while it led).
+    Run(Job),
 }
 
 crate::sync::thread_local! {
@@ -67,7 +96,15 @@ impl Drop for ClearCurrent {
 pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
     parker::install(StdArc::clone(pool.idle.parker(index)));
     let own = pool.own_thread();
-    let ctx = WorkerContext { pool, index, local };
+    let waiting = RefCell::new(Waiting::new(pool.timer.spin()));
+    let ctx = WorkerContext {
+        pool,
+        index,
+        local,
+        waiting,
+        last_batch: Cell::new(None),
+        heavy: Cell::new(true),
+    };
     {
         CURRENT.with(|current| current.set(&ctx));
         let _clear = ClearCurrent;
@@ -149,13 +186,17 @@ impl WorkerContext {
             let job = match self.next_job() {
                 Some(job) => Some(job),
                 None if pool.lifecycle.is_shut_down() && pool.idle_worker_may_exit() => break,
-                None => {
-                    if !searching {
-                        searching = true;
-                        pool.idle.start_searching();
+                None => match self.lead(&mut searching) {
+                    Led::Again => continue,
+                    Led::Run(job) => Some(job),
+                    Led::Follow => {
+                        if !searching {
+                            searching = true;
+                            pool.idle.start_searching();
+                        }
+                        self.search()
                     }
-                    self.search()
-                }
+                },
             };
             if let Some(job) = job {
                 if searching {
@@ -178,6 +219,98 @@ impl WorkerContext {
         }
         if searching {
             pool.idle.stop_searching(|| pool.has_visible_work());
+        }
+    }
+
+    /// An idle worker leads, if it can (`timer/driver/lead.rs`): a turn of
+    /// the timer into its own deque; if nothing is due, it waits for the
+    /// next deadline as an idle worker (or steals what other queues hold).
+    /// `searching` is the main loop's flag.
+    fn lead(&self, searching: &mut bool) -> Led {
+        let pool = &*self.pool;
+        let timer = &pool.timer;
+        if !timer.take_lead(self.index, pool.lifecycle.is_shut_down()) {
+            return Led::Follow;
+        }
+        // Tasks that ran long share a batch (module doc of `lead`); else
+        // it takes one due task and runs it at once: no other worker sees
+        // it, so none is drawn into stealing a stream of short tasks.
+        let share = if self.heavy.get() {
+            Share::All
+        } else {
+            Share::One
+        };
+        let mut first = None;
+        let mut take = |job| {
+            pool.job_pushed();
+            if first.is_none() {
+                first = Some(job);
+            } else {
+                self.local.push(job);
+            }
+        };
+        let (turn, at) = lead_turn(pool, self.index, share, &mut take);
+        if turn != LeadTurn::Follow {
+            if let Some((taken_at, n)) = self.last_batch.take() {
+                self.heavy
+                    .set(at.saturating_sub(taken_at) >= SHARE_AFTER.saturating_mul(n as u64));
+            }
+        }
+        match turn {
+            LeadTurn::Follow => Led::Follow,
+            LeadTurn::Again => Led::Again,
+            LeadTurn::Took(n) => {
+                self.last_batch.set(Some((at, n)));
+                if n >= 2 {
+                    pool.idle.notify_work();
+                }
+                first.map_or(Led::Again, Led::Run)
+            }
+            LeadTurn::Wait { next, held } => {
+                if pool.has_visible_work() {
+                    timer.leader_awake();
+                    return self.steal_once().map_or(Led::Again, Led::Run);
+                }
+                self.wait_for_time(next, held, searching);
+                timer.leader_awake();
+                Led::Again
+            }
+        }
+    }
+
+    /// A leading worker waits until `next` (the backend holding `held`
+    /// entries) as the timer thread would (`waiting`), or until work, a
+    /// command or the shutdown comes.
+    fn wait_for_time(&self, next: Option<Nanos>, held: usize, searching: &mut bool) {
+        let pool = &*self.pool;
+        let timer = &pool.timer;
+        // It spins whether or not other workers sleep: it runs the task.
+        let plan = self
+            .waiting
+            .borrow_mut()
+            .plan(next, held, || timer.clock.now(), || true);
+        match plan {
+            Wait::Spin(until) => timer.lead_spin_until(until, || {
+                pool.has_visible_work() || pool.lifecycle.is_shut_down()
+            }),
+            Wait::Park(until) => {
+                pool.idle.sleep(
+                    self.index,
+                    *searching,
+                    || {
+                        pool.has_visible_work()
+                            || pool.idle_worker_may_exit()
+                            || !timer.no_commands()
+                    },
+                    timer.instant_of(until),
+                );
+                // Not counted as searching when it takes its own batch:
+                // finding it would wake a sleeper to share it (`lead`). A
+                // push that skipped its wake-up while this worker counted
+                // as searching is covered here.
+                pool.idle.stop_searching(|| pool.has_visible_work());
+                *searching = false;
+            }
         }
     }
 

@@ -130,6 +130,7 @@ impl Timer {
             } else {
                 // The timer thread is most likely awake already (the
                 // backlog woke it at `BACKLOG_WAKE`); this makes sure.
+                self.wake_waiter();
                 self.parker.unpark();
                 queue = self.room.wait(queue);
             }
@@ -170,7 +171,7 @@ impl Timer {
         if deadline < self.armed.load(Ordering::SeqCst)
             || (!cfg!(loom) && sampled.is_some_and(|p| self.commands.backlog_at(p) >= BACKLOG_WAKE))
         {
-            self.parker.unpark();
+            self.wake_waiter();
         }
     }
 

@@ -1,14 +1,16 @@
-//! The timer thread: the one thread that waits for time.
+//! The timer: who waits for time, and how due tasks reach the workers.
 //!
 //! Each executor has one timer thread (`<prefix>-timer`, after the pool's
-//! `thread_name`). It alone owns the delayed work queue (the backend,
-//! behind a lock that only `shutdown_now`, a scheduler that finds the
-//! command queue full and one at the `max_scheduled_tasks` limit ever
-//! contend for) and hands each task that falls due to the workers, by
-//! pushing it on the pool's injector and waking an idle worker (the sleep
-//! protocol's `notify_work`, which wakes nobody while a worker is
-//! searching; see `hand_over_due`). Tasks run on workers, never on the
-//! timer thread.
+//! `thread_name`) and one delayed work queue (the backend, behind a lock
+//! that whoever turns takes: rarely contended). Whoever holds the *lead*
+//! waits for the next deadline and takes the turns that hand due tasks
+//! over (`lead`): an idle worker, which runs what falls due itself, or the
+//! timer thread, which pushes each due task on the pool's injector and
+//! wakes an idle worker (the sleep protocol's `notify_work`, which wakes
+//! nobody while a worker is searching; see `hand_over_due`). The timer
+//! thread holds the lead at the start, after a shutdown, on a manual clock
+//! and while the leading worker is stuck in a long task; otherwise it
+//! watches the leader. Tasks run on workers, never on the timer thread.
 //!
 //! # One protocol per file
 //!
@@ -19,8 +21,10 @@
 //!   cancelled entries out in one pass once they are half of what it holds.
 //! * `shutdown`: what `shutdown` and `shutdown_now` do with the tasks the
 //!   timer holds, and why no user code runs under the backend lock.
-//! * `waiting`: how the timer thread waits for its next deadline (its
-//!   timer slack, and the short spin that finishes a long wait).
+//! * `lead`: an idle worker waits for time and runs what falls due; the
+//!   timer thread watches it, and takes the lead back when it is stuck.
+//! * `waiting`: how the holder of the lead waits for its next deadline
+//!   (its timer slack, and the short spin that finishes a long wait).
 //! * `wall`: the watch of the wall clock, for tasks due at a wall time.
 //!
 //! This file holds what they share: the [`Timer`], the [`Workers`] it hands
@@ -32,19 +36,23 @@
 //!   removed as cancelled and not drained by `shutdown_now`. It goes up
 //!   inside the submission's admission (see `lifecycle`), before the insert
 //!   command is pushed, and down only after the task left the timer (a
-//!   handed-over task is on the injector first). So a worker that sees the
-//!   pool shut down, no submission in flight and `pending == 0` knows that
-//!   no delayed task can still appear in the queues.
-//! * Due tasks are pushed on the injector while the backend lock is held,
-//!   and `shutdown_now` takes that lock to drain the backend before it
-//!   drains the injector: a task is either drained from the backend or
-//!   already on the injector, never lost between the two.
-//! * No empty ticks: the timer thread parks until the next deadline the
-//!   backend reports, or without a deadline when there is none. With few
-//!   timers it may instead park until a short window before that deadline
-//!   and spin on the clock for the rest (`waiting`); a spin ends at the
-//!   same deadline as the park it replaces, and sooner if a command
-//!   arrives, so the wake-up protocol of `commands` holds unchanged.
+//!   handed-over task is on the injector first, or taken by the leading
+//!   worker). So a worker that sees the pool shut down, no submission in
+//!   flight and `pending == 0` knows that no delayed task can still appear
+//!   in the queues.
+//! * Due tasks are pushed on the injector (or on the leading worker's
+//!   deque, or taken by it to run) while the backend lock is held, and
+//!   `shutdown_now` takes that lock to drain the backend before it drains
+//!   the injector and the deques: a task is either drained from the
+//!   backend or already in a queue (or running), never lost between them.
+//! * No empty ticks: the holder of the lead parks until the next deadline
+//!   the backend reports, or without a deadline when there is none. With
+//!   few timers it may instead park until a short window before that
+//!   deadline and spin on the clock for the rest (`waiting`); a spin ends
+//!   at the same deadline as the park it replaces, and sooner if a command
+//!   arrives, so the wake-up protocol of `commands` holds unchanged. While
+//!   a worker leads, the timer thread wakes a `GRACE` after the leader's
+//!   deadline, and once a `GRACE` while the leader is awake (`lead`).
 
 use std::time::Instant;
 
@@ -66,6 +74,7 @@ use waiting::{Wait, Waiting};
 pub(crate) use shutdown::ShutdownPolicy;
 
 pub(crate) mod commands;
+pub(crate) mod lead;
 pub(crate) mod shutdown;
 pub(crate) mod sweep;
 pub(crate) mod waiting;
@@ -129,6 +138,22 @@ pub(crate) struct Timer {
     /// Tasks cancelled through their handles that sweeps removed (for
     /// `metrics()`; written under the backend lock).
     swept_cancelled: AtomicU64,
+    /// Who waits for time: [`lead::TIMER_THREAD`] or a worker's index
+    /// (see `lead`).
+    lead: CachePadded<AtomicUsize>,
+    /// Turns taken, by whoever leads (only written under the backend lock:
+    /// the timer thread's watch compares two readings; see `lead`).
+    turns: AtomicU64,
+    /// Until when the timer thread sleeps (`u64::MAX`: without a deadline),
+    /// for a leading worker that wakes (see `lead`).
+    watch_until: CachePadded<AtomicU64>,
+    /// The workers' parkers, by index (a leading worker sleeps on its own).
+    worker_parkers: Box<[StdArc<Parker>]>,
+    /// Whether idle workers may take the lead (not on a manual clock, whose
+    /// time moves only by `advance`).
+    workers_lead: bool,
+    /// The spin window before a deadline with few timers (`waiting`).
+    spin: Nanos,
 }
 
 impl std::fmt::Debug for Timer {
@@ -156,7 +181,6 @@ impl Timer {
         clock: Clock,
     ) -> Self {
         Timer {
-            clock,
             commands: Ring::with_capacity(COMMANDS_CAPACITY),
             dead: CachePadded::new(AtomicU64::new(sweep::DEAD_AT_START)),
             discard_on_shutdown: AtomicBool::new(!policy.keep_delayed),
@@ -172,7 +196,32 @@ impl Timer {
             exited: AtomicBool::new(false),
             wall: wall::WallWatch::default(),
             swept_cancelled: AtomicU64::new(0),
+            lead: CachePadded::new(AtomicUsize::new(lead::TIMER_THREAD)),
+            turns: AtomicU64::new(0),
+            watch_until: CachePadded::new(AtomicU64::new(u64::MAX)),
+            worker_parkers: Box::new([]),
+            workers_lead: !clock.is_manual() && !cfg!(loom),
+            spin: 0,
+            clock,
         }
+    }
+
+    /// The parkers of the pool's workers (by index): a leading worker
+    /// sleeps on its own (see `lead`).
+    pub(crate) fn attach_workers(&mut self, parkers: Box<[StdArc<Parker>]>) {
+        self.worker_parkers = parkers;
+    }
+
+    /// The spin window before a deadline (`waiting`), for the timer
+    /// thread and a leading worker alike.
+    pub(crate) fn set_spin(&mut self, spin: Nanos) {
+        self.spin = if self.clock.is_manual() { 0 } else { spin };
+    }
+
+    /// Lets (or not) idle workers take the lead (a loom model chooses).
+    #[cfg(all(test, loom))]
+    pub(crate) fn set_workers_lead(&mut self, lead: bool) {
+        self.workers_lead = lead && !self.clock.is_manual();
     }
 
     /// True if periodic tasks go on after `shutdown`.
@@ -190,7 +239,8 @@ impl Timer {
         self.pending.load(Ordering::SeqCst)
     }
 
-    /// Wakes the timer thread to look at the pool's state (shutdown).
+    /// Wakes the timer thread to look at the pool's state (shutdown), even
+    /// while a worker leads (see [`wake_waiter`](Self::wake_waiter)).
     pub(crate) fn wake(&self) {
         self.parker.unpark();
     }
@@ -286,14 +336,13 @@ pub(crate) trait Workers: TaskContext {
     fn rung(&self, n: usize);
 }
 
-/// The body of the timer thread of `pool`, which spins for at most `spin`
-/// nanoseconds before a deadline (`waiting`). The pool marks the thread as
-/// its own before it calls this.
-pub(crate) fn run(pool: &impl Workers, spin: Nanos) {
-    let clock = pool.timer().clock.clone();
-    // No spin before a manual deadline: its time does not pass on its own.
-    let spin = if clock.is_manual() { 0 } else { spin };
-    run_with_clock(pool, || clock.now(), Waiting::new(spin));
+/// The body of the timer thread of `pool`, which spins for at most the
+/// timer's spin window before a deadline (`waiting`). The pool marks the
+/// thread as its own before it calls this.
+pub(crate) fn run(pool: &impl Workers) {
+    let timer = pool.timer();
+    let clock = timer.clock.clone();
+    run_with_clock(pool, || clock.now(), Waiting::new(timer.spin));
 }
 
 /// The timer thread's loop, reading the time from `now` (the executor's
@@ -301,7 +350,13 @@ pub(crate) fn run(pool: &impl Workers, spin: Nanos) {
 /// there `waiting` never spins).
 pub(crate) fn run_with_clock(pool: &impl Workers, now: impl Fn() -> Nanos, mut waiting: Waiting) {
     let timer = pool.timer();
+    let mut watch = lead::Watch::default();
     loop {
+        if timer.worker_leads() && !pool.is_shut_down() {
+            // A worker waits for time: watch over it (`lead`).
+            lead::watch(pool, &now, &mut watch);
+            continue;
+        }
         match turn(pool, &now) {
             Turn::Exit => {
                 timer.timer_thread_exits();
@@ -340,12 +395,27 @@ pub(crate) enum Turn {
 /// released, and the turn is taken again (`pending` changed).
 pub(crate) fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
     let timer = pool.timer();
-    timer.armed.store(0, Ordering::SeqCst);
     let watching_wall = timer.check_wall(pool, now());
     let mut rung = Vec::new();
     let (locked, doomed) = {
         let mut queue = timer.queue.lock();
-        let locked = turn_locked(pool, &mut queue, &now, &mut rung);
+        // `armed` is written only by the holder of the lead, under this
+        // lock (see `lead`); a worker that took it waits for time now.
+        if !timer.timer_thread_holds_lead(pool.is_shut_down()) {
+            return Turn::Again;
+        }
+        timer.armed.store(0, Ordering::SeqCst);
+        timer.count_turn();
+        let locked = turn_locked(pool, &mut queue, &now, &mut rung).map(|mut rest| {
+            if watching_wall {
+                let check_by = now().saturating_add(wall::MAX_WALL_WAIT);
+                rest.next = Some(rest.next.map_or(check_by, |next| next.min(check_by)));
+            }
+            let armed = rest.next.unwrap_or(u64::MAX);
+            timer.armed.store(armed, Ordering::SeqCst);
+            timer.watch_until.store(armed, Ordering::SeqCst);
+            rest
+        });
         (locked, timer.take_doomed())
     };
     ring(rung, pool);
@@ -356,22 +426,15 @@ pub(crate) fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
         }
     }
     let Some(Rest {
-        mut next,
+        next,
         held,
         sweep_again,
     }) = locked
     else {
         return Turn::Exit;
     };
-    if watching_wall {
-        let check_by = now().saturating_add(wall::MAX_WALL_WAIT);
-        next = Some(next.map_or(check_by, |next| next.min(check_by)));
-    }
-    timer
-        .armed
-        .store(next.unwrap_or(u64::MAX), Ordering::SeqCst);
     fence(Ordering::SeqCst);
-    if sweep_again || !timer.commands.is_empty() {
+    if sweep_again || !timer.commands.is_empty() || timer.worker_leads() {
         return Turn::Again;
     }
     Turn::Sleep { next, held }

@@ -108,7 +108,7 @@ impl Timer {
             let mut queue = self.queue.lock();
             self.sweep(&mut queue, self.clock.now());
         }
-        self.parker.unpark();
+        self.wake_waiter();
     }
 
     /// Counts a cancel of a task the timer may hold (its state is already
@@ -119,7 +119,7 @@ impl Timer {
         let word = self.dead.fetch_add(1, Ordering::AcqRel) + 1;
         let (cancels, sweep_at) = unpack_dead(word);
         if cancels >= sweep_at {
-            self.parker.unpark();
+            self.wake_waiter();
         }
     }
 

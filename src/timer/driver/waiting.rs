@@ -114,7 +114,7 @@ impl Waiting {
     /// `worker_sleeps` tells whether some worker is asleep; both are asked
     /// only if a spin is possible (under loom, where the spin is off, a
     /// model sees no extra read). Sets the thread's timer slack.
-    pub(super) fn plan(
+    pub(crate) fn plan(
         &mut self,
         next: Option<Nanos>,
         held: usize,

@@ -1,0 +1,392 @@
+//! Leader-follower timing: an idle worker waits for time itself.
+//!
+//! # Why
+//!
+//! With a timer thread alone, every task that falls due crosses threads
+//! twice: the timer thread wakes at its deadline and pushes it on the
+//! injector, then wakes a worker to run it; a periodic task's next run is
+//! a command back to the timer thread. With 10,000 periodic tasks (the
+//! `periodic` workload) those wake-ups are most of the CPU the pool uses.
+//! So, as in the JDK's `DelayedWorkQueue` (its *leader*), an idle worker
+//! waits for the next deadline itself and runs what falls due; unlike the
+//! JDK's leader it keeps the lead while it runs what it took, so a dense
+//! schedule never leaves the worker that holds the timer and no thread is
+//! woken to hand a task over (measured: `benches/README.md`, lever 5).
+//!
+//! # The lead
+//!
+//! `Timer::lead` says who waits for time: the timer thread
+//! ([`TIMER_THREAD`]) or one worker. Only the holder takes turns that
+//! publish `armed` (the deadline schedulers compare theirs with, see
+//! `commands`); a scheduler that must wake the waiter wakes the holder
+//! ([`Timer::wake_waiter`]).
+//!
+//! * **Taking it.** A worker that finds no work takes the lead from the
+//!   timer thread by compare-and-swap (never from another worker), then
+//!   takes a turn ([`lead_turn`]): under the backend lock it applies the
+//!   commands and moves what is due into its own deque (alarms are rung
+//!   after the lock). If it took tasks, it runs them and turns again when
+//!   it runs out: it keeps the lead. If nothing was due, it publishes
+//!   `armed` and sleeps as an idle worker does (on its own parker, in the
+//!   sleepers list, so new work wakes it), until the deadline.
+//! * **Giving it back.** The timer thread takes the lead back, under the
+//!   backend lock, when the pool is shut down (the shutdown duties stay on
+//!   the timer thread) and when the leading worker is stuck: awake, and
+//!   without a turn for a whole [`GRACE`] (it runs a long task). Then it
+//!   hands due tasks over to the injector as it always did, until an idle
+//!   worker takes the lead again. So a long task delays the timer by at
+//!   most about two `GRACE`s. The watch costs the timer thread one wake-up
+//!   a `GRACE` past each of the leader's deadlines, and one a `GRACE`
+//!   while the leader is awake: none while the pool is idle.
+//! * **Sharing.** A leader takes one due task per turn and runs it, so a
+//!   stream of short tasks stays on one thread: no other worker sees them,
+//!   none is woken or drawn into stealing them. It takes every due task of
+//!   a turn (into its deque, waking an idle worker to share them) when the
+//!   first is late by [`SHARE_IF_LATE`] (it does not keep up alone) or
+//!   when the tasks it took last ran long (the pool's `SHARE_AFTER`).
+//!
+//! # Invariants
+//!
+//! * **One writer of `armed`.** `armed` is only written under the backend
+//!   lock, by a thread that holds the lead at that moment. The lead moves
+//!   to a worker without the lock (the compare-and-swap), but that worker
+//!   then turns under the lock, after any turn of the timer thread that
+//!   read the old holder: the last value written is always the current
+//!   holder's. (A stale `armed` left by a former holder would let a
+//!   scheduler skip a wake-up the new holder needs.)
+//! * **No lost wake-up of the waiter.** The commands protocol is the one
+//!   of `commands`, with the holder as the sleeper: the holder publishes
+//!   `armed`, `fence(SeqCst)`, looks at the commands; a scheduler pushes,
+//!   `fence(SeqCst)`, reads `armed`, then reads `lead` and unparks that
+//!   holder. If it saw a holder's `armed`, the lead it reads is that
+//!   holder or a later one, which turns (and so applies the command, or
+//!   publishes its own `armed` before the scheduler's fence) before it
+//!   sleeps.
+//! * **The watch never sleeps through a stuck leader.** A leading worker
+//!   that goes from sleeping to running (it woke, or found work after it
+//!   published `armed`) stores `armed = 0`, `fence(SeqCst)`, and reads
+//!   `watch_until`, the time the timer thread sleeps until; the timer
+//!   thread publishes `watch_until`, `fence(SeqCst)`, reads `armed`. So
+//!   either the timer thread sees the leader awake (and sleeps a `GRACE`
+//!   only), or the leader sees how long it sleeps and wakes it if that is
+//!   beyond a `GRACE` from now. A worker that takes the lead does the
+//!   same, against the timer thread's own sleep (which it publishes in
+//!   `watch_until` too, and which ends when it sees the lead gone).
+//! * **Each due task is taken once.** Every turn (the leader's, the timer
+//!   thread's) pops under the backend lock; the leader pushes what it took
+//!   on its deque under that lock, so `shutdown_now`, which drains the
+//!   backend under it and then every deque, finds each task in one place.
+//!
+//! Not led by workers: a pool on a manual clock (its time moves only by
+//! `advance`, which hands over the due tasks itself), and the loom models
+//! that do not ask for it.
+
+use std::time::Instant;
+
+use crate::sync::{fence, Ordering};
+use crate::task::{delayed, Job};
+use crate::time::Nanos;
+
+use super::{ring, wall, Timer, Workers};
+
+/// `Timer::lead` while the timer thread waits for time.
+pub(crate) const TIMER_THREAD: usize = usize::MAX;
+
+/// How long a leading worker may stay awake without a turn before the
+/// timer thread takes the lead back (module doc): the extra lateness a
+/// long task can cause the timer, at most about twice this.
+pub(crate) const GRACE: Nanos = 1_000_000;
+
+/// A due task this late when a leading worker takes it means the leader
+/// does not keep up alone: it takes every due task of that turn, to share
+/// (module doc).
+pub(crate) const SHARE_IF_LATE: Nanos = 100_000;
+
+/// How many due tasks a leading worker takes in a turn ([`lead_turn`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Share {
+    /// The first (and all of them if it is late): the leader runs it.
+    One,
+    /// All of them: the leader runs the first and shares the rest.
+    All,
+}
+
+/// What a leading worker's turn decided ([`lead_turn`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LeadTurn {
+    /// The caller does not lead (another does, or the pool is shut down):
+    /// it looks for work and sleeps as any idle worker.
+    Follow,
+    /// It took this many due tasks into its deque, and keeps the lead.
+    Took(usize),
+    /// Alarms were rung, or a command arrived after `armed` was published:
+    /// turn again.
+    Again,
+    /// Nothing is due: `armed` is published; wait until `next` (without a
+    /// deadline if `None`). The backend holds `held` entries.
+    Wait { next: Option<Nanos>, held: usize },
+}
+
+impl Timer {
+    /// Worker `index` has found no work: true if it leads (it held the
+    /// lead, or took it from the timer thread now). Never while the pool
+    /// is shut down, on a manual clock, or under a loom model that did not
+    /// ask.
+    pub(crate) fn take_lead(&self, index: usize, shut_down: bool) -> bool {
+        if !self.workers_lead || shut_down {
+            return false;
+        }
+        let lead = self.lead.load(Ordering::Relaxed);
+        if lead == index {
+            return true;
+        }
+        if lead != TIMER_THREAD
+            || self
+                .lead
+                .compare_exchange(TIMER_THREAD, index, Ordering::SeqCst, Ordering::Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        // The timer thread may sleep until a far deadline: it must watch.
+        self.cover_awake_leader();
+        true
+    }
+
+    /// A leading worker that published `armed` goes on running (it woke,
+    /// or found work): `armed` 0 again, and the timer thread woken if it
+    /// sleeps for longer than a [`GRACE`] (module doc).
+    pub(crate) fn leader_awake(&self) {
+        self.armed.store(0, Ordering::SeqCst);
+        self.cover_awake_leader();
+    }
+
+    fn cover_awake_leader(&self) {
+        fence(Ordering::SeqCst);
+        let until = self.watch_until.load(Ordering::SeqCst);
+        if until > self.clock.now().saturating_add(GRACE) {
+            self.parker.unpark();
+        }
+    }
+
+    /// Wakes whoever waits for time: the leading worker, or the timer
+    /// thread (module doc).
+    pub(crate) fn wake_waiter(&self) {
+        match self.lead.load(Ordering::SeqCst) {
+            TIMER_THREAD => self.parker.unpark(),
+            worker => self.worker_parkers[worker].unpark(),
+        }
+    }
+
+    /// True if a worker holds the lead.
+    pub(crate) fn worker_leads(&self) -> bool {
+        self.lead.load(Ordering::SeqCst) != TIMER_THREAD
+    }
+
+    /// Under the backend lock: the timer thread takes the lead back (the
+    /// pool is shut down). True if it holds it now.
+    pub(super) fn timer_thread_holds_lead(&self, shut_down: bool) -> bool {
+        if self.lead.load(Ordering::SeqCst) == TIMER_THREAD {
+            return true;
+        }
+        if shut_down {
+            self.lead.store(TIMER_THREAD, Ordering::SeqCst);
+            return true;
+        }
+        false
+    }
+
+    /// Counts a turn (under the backend lock: a plain increment).
+    pub(super) fn count_turn(&self) {
+        let turns = self.turns.load(Ordering::Relaxed);
+        self.turns.store(turns.wrapping_add(1), Ordering::SeqCst);
+    }
+
+    /// The timer thread takes the lead from a worker that has stayed
+    /// awake since the watch read `seen` turns (module doc). True if it
+    /// took it.
+    pub(crate) fn rescue(&self, seen: u64) -> bool {
+        let _queue = self.queue.lock();
+        if self.lead.load(Ordering::SeqCst) == TIMER_THREAD
+            || self.turns.load(Ordering::SeqCst) != seen
+            || self.armed.load(Ordering::SeqCst) != 0
+        {
+            return false;
+        }
+        self.lead.store(TIMER_THREAD, Ordering::SeqCst);
+        true
+    }
+
+    /// Turns taken so far (the watch's reading, for the loom models).
+    #[cfg(all(test, loom))]
+    pub(crate) fn turns_taken(&self) -> u64 {
+        self.turns.load(Ordering::SeqCst)
+    }
+
+    /// The parker worker `index` sleeps on (for the loom models).
+    #[cfg(all(test, loom))]
+    pub(crate) fn worker_parker(
+        &self,
+        index: usize,
+    ) -> &crate::sync::StdArc<crate::sync::parker::Parker> {
+        &self.worker_parkers[index]
+    }
+
+    /// A leading worker spins until `until` on the clock, or until a
+    /// command arrives or `stop` says so (work to run).
+    pub(crate) fn lead_spin_until(&self, until: Nanos, stop: impl Fn() -> bool) {
+        while self.clock.now() < until && self.commands.is_empty() && !stop() {
+            std::hint::spin_loop();
+        }
+    }
+
+    /// The instant a leading worker sleeps until for `next`.
+    pub(crate) fn instant_of(&self, next: Option<Nanos>) -> Option<Instant> {
+        next.and_then(|n| self.clock.instant_of(n))
+    }
+
+    /// The spin window before a deadline (`waiting`).
+    pub(crate) fn spin(&self) -> Nanos {
+        self.spin
+    }
+
+    /// True if no command waits (a leading worker's last look before it
+    /// parks).
+    pub(crate) fn no_commands(&self) -> bool {
+        self.commands.is_empty()
+    }
+}
+
+/// A turn of worker `index`, if it holds the lead (module doc): applies
+/// the commands and gives the first due task to `take` (every due task,
+/// with `Share::All` or if the first is late by [`SHARE_IF_LATE`]), under
+/// the backend lock; rings the due alarms after it;
+/// sweeps if due; if nothing was due, publishes `armed`.
+///
+/// Also returns the time the turn read (0 if it did not lead).
+pub(crate) fn lead_turn(
+    pool: &impl Workers,
+    index: usize,
+    share: Share,
+    take: &mut dyn FnMut(Job),
+) -> (LeadTurn, Nanos) {
+    let timer = pool.timer();
+    let mut rung = Vec::new();
+    let mut took = 0;
+    let now;
+    let rest = {
+        let mut queue = timer.queue.lock();
+        if timer.lead.load(Ordering::SeqCst) != index {
+            return (LeadTurn::Follow, 0);
+        }
+        if pool.is_shut_down() {
+            // The shutdown duties are the timer thread's.
+            timer.lead.store(TIMER_THREAD, Ordering::SeqCst);
+            drop(queue);
+            timer.wake();
+            return (LeadTurn::Follow, 0);
+        }
+        timer.armed.store(0, Ordering::SeqCst);
+        timer.count_turn();
+        now = timer.clock.now();
+        timer.apply_commands(&mut queue, now);
+        let mut popped = 0;
+        // One at a time, unless the first is late: then the leader does
+        // not keep up alone (module doc).
+        let all = share == Share::All
+            || queue
+                .next_due()
+                .is_some_and(|due| now.saturating_sub(due) >= SHARE_IF_LATE);
+        while let Some((_, entry)) = queue.pop_due(now) {
+            popped += 1;
+            if entry.is_task() {
+                take(delayed::into_job(entry));
+                took += 1;
+                if !all {
+                    break;
+                }
+            } else {
+                rung.push(entry);
+            }
+        }
+        if !rung.is_empty() {
+            pool.ringing(rung.len());
+        }
+        if popped > 0 {
+            // After the pushes (the driver's invariant on `pending`).
+            timer.pending.fetch_sub(popped, Ordering::SeqCst);
+        }
+        timer.sweep_if_due(&mut queue, now);
+        if popped > 0 {
+            None
+        } else {
+            let held = queue.len();
+            let sweep_again = timer.publish_sweep_at(held);
+            let next = queue.next_due();
+            timer
+                .armed
+                .store(next.unwrap_or(u64::MAX), Ordering::SeqCst);
+            Some((next, held, sweep_again))
+        }
+    };
+    ring(rung, pool);
+    let Some((next, held, sweep_again)) = rest else {
+        let turn = if took > 0 {
+            LeadTurn::Took(took)
+        } else {
+            LeadTurn::Again
+        };
+        return (turn, now);
+    };
+    fence(Ordering::SeqCst);
+    if sweep_again || !timer.commands.is_empty() {
+        return (LeadTurn::Again, now);
+    }
+    (LeadTurn::Wait { next, held }, now)
+}
+
+/// What the timer thread remembers between two looks of its watch.
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    /// The turns counted at the last look, if the leader was awake then.
+    awake_at_turn: Option<u64>,
+}
+
+/// One look of the timer thread's watch over a leading worker (module
+/// doc): takes the lead back if the worker stayed awake without a turn
+/// since the last look; else sleeps until the next look (a `GRACE` from
+/// now while the leader is awake, a `GRACE` past its deadline while it
+/// sleeps) or until woken. Checks the wall clock as a turn does.
+pub(crate) fn watch(pool: &impl Workers, now: impl Fn() -> Nanos, last: &mut Watch) {
+    let timer = pool.timer();
+    let watching_wall = timer.check_wall(pool, now());
+    let turns = timer.turns.load(Ordering::SeqCst);
+    let armed = timer.armed.load(Ordering::SeqCst);
+    if armed == 0 {
+        if last.awake_at_turn == Some(turns) && timer.rescue(turns) {
+            last.awake_at_turn = None;
+            return;
+        }
+        last.awake_at_turn = Some(turns);
+    } else {
+        last.awake_at_turn = None;
+    }
+    let at = now();
+    let mut until = if armed == 0 {
+        at.saturating_add(GRACE)
+    } else {
+        armed.saturating_add(GRACE)
+    };
+    if watching_wall {
+        until = until.min(at.saturating_add(wall::MAX_WALL_WAIT));
+    }
+    timer.watch_until.store(until, Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+    if (armed != 0 && timer.armed.load(Ordering::SeqCst) == 0)
+        || !timer.worker_leads()
+        || pool.is_shut_down()
+    {
+        return;
+    }
+    timer.sleep_until((until != u64::MAX).then_some(until));
+}

@@ -1,0 +1,134 @@
+//! Leader-follower timing: an idle worker waits for time itself and runs
+//! what falls due (`timer/driver/lead.rs`). What covers for it while it
+//! runs something long (the timer thread takes the lead back), and what an
+//! idle pool with a far timer costs (nothing).
+#![cfg(not(loom))]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chronopool::{ScheduledExecutor, TimerQueue};
+use common::{block_on, eventually, queues, Gate};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// Far more than the lateness the timer thread's watch allows a stuck
+/// leader (about 2 ms), far less than the time the long task blocks: a
+/// machine under load passes it, a timer held up by the long task fails.
+const BOUND: Duration = Duration::from_millis(250);
+
+/// A task due soon blocks on a gate: the worker that leads takes it (a
+/// leader runs the first due task itself). Returns the gate.
+fn block_the_leader(pool: &ScheduledExecutor) -> Gate {
+    let gate = Gate::new();
+    let waiter = gate.waiter();
+    let _blocked = pool.schedule(move || waiter.wait(), 5 * MS).unwrap();
+    gate
+}
+
+#[test]
+fn a_long_task_on_the_leader_does_not_hold_up_the_other_timers() {
+    for queue in queues() {
+        let pool = common::pool(queue, 2);
+        let gate = block_the_leader(&pool);
+        let late = Arc::new(Mutex::new(Vec::new()));
+        let start = Instant::now();
+        for i in 1..=10u32 {
+            let due = start + 20 * MS * i;
+            let late = late.clone();
+            let _timer = pool
+                .schedule(
+                    move || late.lock().unwrap().push(Instant::now() - due),
+                    due - Instant::now(),
+                )
+                .unwrap();
+        }
+        assert!(
+            eventually(|| late.lock().unwrap().len() == 10),
+            "{queue:?}: timers held up behind the long task"
+        );
+        let worst = late.lock().unwrap().iter().copied().max().unwrap();
+        assert!(worst < BOUND, "{queue:?}: a timer ran {worst:?} late");
+        gate.open();
+    }
+}
+
+#[test]
+fn a_timer_future_rings_while_the_only_worker_runs_a_long_task() {
+    for queue in queues() {
+        let pool = common::pool(queue, 1);
+        let gate = block_the_leader(&pool);
+        std::thread::sleep(20 * MS);
+        let sleep = pool.sleep(30 * MS);
+        // Rung by whoever waits for time: not the worker, which is stuck.
+        let sleeper = std::thread::spawn(move || {
+            let start = Instant::now();
+            block_on(sleep);
+            start.elapsed()
+        });
+        let rung = eventually(|| sleeper.is_finished());
+        gate.open();
+        assert!(rung, "{queue:?}: the sleep waits for the long task");
+        let took = sleeper.join().unwrap();
+        assert!(
+            took < 30 * MS + BOUND,
+            "{queue:?}: a 30 ms sleep took {took:?}"
+        );
+    }
+}
+
+/// CPU ticks (10 ms) used by this process's threads whose name starts with
+/// `prefix` (the pool's threads, named after it), from /proc.
+#[cfg(target_os = "linux")]
+fn cpu_ticks_of_threads(prefix: &str) -> u64 {
+    let mut ticks = 0;
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let path = task.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(path.join("comm")) else {
+            continue;
+        };
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        // After the parenthesised name: utime is field 14, stime 15.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        ticks += fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    }
+    ticks
+}
+
+/// A worker leads, sleeping until a timer an hour away; the timer thread
+/// watches it until a little after that: neither wakes meanwhile.
+#[test]
+#[cfg(target_os = "linux")]
+fn an_idle_pool_with_a_far_timer_uses_no_cpu() {
+    for queue in [TimerQueue::heap(), TimerQueue::hierarchical_wheel()] {
+        let pool = ScheduledExecutor::builder()
+            .worker_threads(2)
+            .timer_queue(queue)
+            .thread_name("leadidle")
+            .build()
+            .unwrap();
+        let far = pool.schedule(|| (), Duration::from_secs(3600)).unwrap();
+        // Some work, so that the workers went through a wake-up.
+        for _ in 0..100 {
+            pool.submit(|| ()).unwrap().join().unwrap();
+        }
+        std::thread::sleep(100 * MS);
+        let before = cpu_ticks_of_threads("leadidle");
+        std::thread::sleep(Duration::from_secs(1));
+        let used = cpu_ticks_of_threads("leadidle") - before;
+        // A thread woken every millisecond uses several ticks a second.
+        assert!(
+            used <= 2,
+            "{queue:?}: the idle pool used {used} ticks in 1 s"
+        );
+        far.cancel();
+    }
+}
