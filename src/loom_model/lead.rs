@@ -67,7 +67,7 @@ fn earlier_deadline_wakes_the_leading_worker() {
     model("lead::earlier_deadline_wakes_the_leading_worker", || {
         let pool = leading_pool(1);
         let _later = schedule(&pool, || (), 0, LATER);
-        assert!(pool.timer.take_lead(0, false));
+        assert!(pool.timer.take_lead(0, || false));
         let leader = {
             let pool = Arc::clone(&pool);
             thread::spawn(move || lead_until(&pool, 0, |next| next == Some(EARLIER)))
@@ -84,7 +84,7 @@ fn rescue_vs_the_leaders_turn() {
     model("lead::rescue_vs_the_leaders_turn", || {
         let pool = leading_pool(1);
         let task = schedule(&pool, || 7, 0, 1);
-        assert!(pool.timer.take_lead(0, false));
+        assert!(pool.timer.take_lead(0, || false));
         // The watch's first look: the leader awake (`armed` 0), at this
         // many turns.
         let seen = pool.timer.turns_taken();
@@ -127,7 +127,7 @@ fn the_watch_sees_a_leader_that_wakes() {
     model("lead::the_watch_sees_a_leader_that_wakes", || {
         let pool = leading_pool(1);
         let _later = schedule(&pool, || (), 0, LATER);
-        assert!(pool.timer.take_lead(0, false));
+        assert!(pool.timer.take_lead(0, || false));
         // The leader's turn: nothing due, `armed` published.
         lead_until(&pool, 0, |next| next == Some(LATER));
         let timer = {
@@ -135,7 +135,7 @@ fn the_watch_sees_a_leader_that_wakes() {
             thread::spawn(move || watch(&*pool, || 0, &mut Watch::default()))
         };
         // The leader wakes (for other work).
-        pool.timer.leader_awake();
+        pool.timer.leader_awake(0);
         timer.join().unwrap();
         assert_eq!(pool.timer.armed.load(Ordering::SeqCst), 0);
     });

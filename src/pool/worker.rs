@@ -33,14 +33,29 @@ pub(crate) struct WorkerContext {
     /// Whether the due tasks it took last ran long enough to share
     /// (`SHARE_AFTER`).
     heavy: Cell<bool>,
+    /// While it leads: the next deadline its last turn saw (0: it took due
+    /// tasks, look again; `Nanos::MAX`: none, or it does not lead).
+    lead_next: Cell<Nanos>,
 }
 
-/// A leading worker takes all the due tasks of a turn into its deque, and
-/// wakes an idle worker to share them, if those it took last ran this long
-/// each (on average, with whatever else it ran meanwhile); shorter, it
-/// takes one at a time and runs it: a wake-up and a steal cost more than
-/// running them in turn (see `timer/driver/lead.rs`).
+/// A leading worker takes all the due tasks of a turn (runs the first,
+/// hands the others to the injector and wakes an idle worker to share
+/// them) if those it took last ran this long each (on average, with
+/// whatever else it ran meanwhile); shorter, it takes one at a time and
+/// runs it: a wake-up and a steal cost more than running them in turn
+/// (see `timer/driver/lead.rs`).
 const SHARE_AFTER: Nanos = 20_000;
+
+/// What a leading worker's turn gave it (`WorkerContext::turn`).
+enum Turned {
+    /// It does not lead (any more).
+    Follow,
+    /// It took due tasks: the first, to run (none if the turn only rang
+    /// alarms).
+    Took(Option<Job>),
+    /// Nothing is due: `armed` is published (see `LeadTurn::Wait`).
+    Wait { next: Option<Nanos>, held: usize },
+}
 
 /// What a worker's look at the timer decided (`WorkerContext::lead`).
 enum Led {
@@ -104,6 +119,7 @@ pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
         waiting,
         last_batch: Cell::new(None),
         heavy: Cell::new(true),
+        lead_next: Cell::new(Nanos::MAX),
     };
     {
         CURRENT.with(|current| current.set(&ctx));
@@ -183,7 +199,7 @@ impl WorkerContext {
             // it searches: a search visits every other worker's deque, so
             // at the wake-up of a shutdown, n workers searching would cost
             // O(n²) (seconds for a few thousand workers).
-            let job = match self.next_job() {
+            let job = match self.due_job().or_else(|| self.next_job()) {
                 Some(job) => Some(job),
                 None if pool.lifecycle.is_shut_down() && pool.idle_worker_may_exit() => break,
                 None => match self.lead(&mut searching) {
@@ -223,18 +239,57 @@ impl WorkerContext {
     }
 
     /// An idle worker leads, if it can (`timer/driver/lead.rs`): a turn of
-    /// the timer into its own deque; if nothing is due, it waits for the
-    /// next deadline as an idle worker (or steals what other queues hold).
-    /// `searching` is the main loop's flag.
+    /// the timer; if nothing is due, it waits for the next deadline as an
+    /// idle worker (or steals what other queues hold). `searching` is the
+    /// main loop's flag.
     fn lead(&self, searching: &mut bool) -> Led {
         let pool = &*self.pool;
         let timer = &pool.timer;
-        if !timer.take_lead(self.index, pool.lifecycle.is_shut_down()) {
+        if !timer.take_lead(self.index, || pool.lifecycle.is_shut_down()) {
             return Led::Follow;
         }
-        // Tasks that ran long share a batch (module doc of `lead`); else
-        // it takes one due task and runs it at once: no other worker sees
-        // it, so none is drawn into stealing a stream of short tasks.
+        match self.turn() {
+            Turned::Follow => Led::Follow,
+            Turned::Took(job) => job.map_or(Led::Again, Led::Run),
+            Turned::Wait { next, held } => {
+                if pool.has_visible_work() {
+                    timer.leader_awake(self.index);
+                    return self.steal_once().map_or(Led::Again, Led::Run);
+                }
+                self.wait_for_time(next, held, searching);
+                timer.leader_awake(self.index);
+                Led::Again
+            }
+        }
+    }
+
+    /// A leading worker about to run other work first takes a turn if the
+    /// next deadline it knows of has passed (or it took due tasks at its
+    /// last turn, and has not looked since): a stream of ordinary jobs
+    /// does not hold its timers up. The due task it took, if any.
+    #[inline]
+    fn due_job(&self) -> Option<Job> {
+        let next = self.lead_next.get();
+        if next == Nanos::MAX || (next != 0 && self.pool.timer.clock.now() < next) {
+            return None;
+        }
+        match self.turn() {
+            Turned::Follow => None,
+            Turned::Took(job) => job,
+            Turned::Wait { .. } => {
+                // It runs other work: awake, with `armed` published.
+                self.pool.timer.leader_awake(self.index);
+                None
+            }
+        }
+    }
+
+    /// One turn of the timer as its leader (again while the turn says so):
+    /// the first due task is the caller's to run; the others of the turn,
+    /// if it shares them (`SHARE_AFTER`, or late ones: `lead`), go on the
+    /// injector for the other workers, in deadline order, and one is woken.
+    fn turn(&self) -> Turned {
+        let pool = &*self.pool;
         let share = if self.heavy.get() {
             Share::All
         } else {
@@ -242,45 +297,50 @@ impl WorkerContext {
         };
         let mut first = None;
         let mut take = |job| {
-            pool.job_pushed();
             if first.is_none() {
+                pool.job_pushed();
                 first = Some(job);
             } else {
-                self.local.push(job);
+                pool.push_due_quietly(job);
             }
         };
-        let (turn, at) = lead_turn(pool, self.index, share, &mut take);
-        if turn != LeadTurn::Follow {
-            if let Some((taken_at, n)) = self.last_batch.take() {
-                self.heavy
-                    .set(at.saturating_sub(taken_at) >= SHARE_AFTER.saturating_mul(n as u64));
+        let (turn, at) = loop {
+            match lead_turn(pool, self.index, share, &mut take) {
+                (LeadTurn::Again, _) => continue,
+                turned => break turned,
             }
+        };
+        if turn == LeadTurn::Follow {
+            self.lead_next.set(Nanos::MAX);
+            return Turned::Follow;
+        }
+        if let Some((taken_at, n)) = self.last_batch.take() {
+            self.heavy
+                .set(at.saturating_sub(taken_at) >= SHARE_AFTER.saturating_mul(n as u64));
         }
         match turn {
-            LeadTurn::Follow => Led::Follow,
-            LeadTurn::Again => Led::Again,
             LeadTurn::Took(n) => {
                 self.last_batch.set(Some((at, n)));
+                // Look again before other work.
+                self.lead_next.set(0);
                 if n >= 2 {
                     pool.idle.notify_work();
                 }
-                first.map_or(Led::Again, Led::Run)
+                Turned::Took(first)
             }
             LeadTurn::Wait { next, held } => {
-                if pool.has_visible_work() {
-                    timer.leader_awake();
-                    return self.steal_once().map_or(Led::Again, Led::Run);
-                }
-                self.wait_for_time(next, held, searching);
-                timer.leader_awake();
-                Led::Again
+                self.lead_next.set(next.unwrap_or(Nanos::MAX));
+                Turned::Wait { next, held }
             }
+            LeadTurn::Follow | LeadTurn::Again => unreachable!("handled above"),
         }
     }
 
     /// A leading worker waits until `next` (the backend holding `held`
     /// entries) as the timer thread would (`waiting`), or until work, a
-    /// command or the shutdown comes.
+    /// command or the shutdown comes. It comes back counted as searching
+    /// after a park (as from any sleep: `idle`), and stops when it finds
+    /// a job; its own due task is not in a queue, so that wakes nobody.
     fn wait_for_time(&self, next: Option<Nanos>, held: usize, searching: &mut bool) {
         let pool = &*self.pool;
         let timer = &pool.timer;
@@ -304,12 +364,7 @@ impl WorkerContext {
                     },
                     timer.instant_of(until),
                 );
-                // Not counted as searching when it takes its own batch:
-                // finding it would wake a sleeper to share it (`lead`). A
-                // push that skipped its wake-up while this worker counted
-                // as searching is covered here.
-                pool.idle.stop_searching(|| pool.has_visible_work());
-                *searching = false;
+                *searching = true;
             }
         }
     }

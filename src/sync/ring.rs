@@ -200,7 +200,6 @@ impl<T> Ring<T> {
     }
 
     /// The positions claimed and not yet popped: a hint (`Relaxed`).
-    #[cfg(all(test, not(loom)))]
     pub(crate) fn len_hint(&self) -> usize {
         self.tail
             .load(Ordering::Relaxed)

@@ -6,7 +6,9 @@
 //! Scheduling and cancelling threads do not touch the backend while the
 //! timer thread keeps up. A scheduler pushes an insert command on a bounded
 //! lock-free queue (a [`Ring`]) and wakes the timer thread only when it
-//! must see the command before it would wake anyway:
+//! must see the command before it would wake anyway. (Here the timer
+//! thread stands for whoever holds the lead: a leading worker publishes
+//! `armed` and is woken the same way, on its own parker; see `lead`.)
 //!
 //! * An insert wakes it if its deadline is earlier than the one the timer
 //!   thread is sleeping until (`armed`). The timer thread publishes `armed`,
@@ -80,7 +82,7 @@ pub(crate) const COMMANDS_CAPACITY: usize = 2;
 
 /// A push that finds a backlog of this wakes the timer thread: half the
 /// queue (never under loom: the models' queue fills instead).
-const BACKLOG_WAKE: usize = COMMANDS_CAPACITY / 2;
+pub(super) const BACKLOG_WAKE: usize = COMMANDS_CAPACITY / 2;
 
 /// One push in this many (by position) looks at the backlog: often enough
 /// that a burst is seen long before the queue fills, rarely enough that
@@ -135,6 +137,19 @@ impl Timer {
                 queue = self.room.wait(queue);
             }
         }
+    }
+
+    /// The timer thread, while a worker leads, applies a backlog of
+    /// commands (a burst the leader, busy, has not taken) so that its
+    /// schedulers do not wait for room, then wakes the leader: a command
+    /// applied here may be due before the deadline it sleeps until (as
+    /// for `reserve`'s sweep, module doc).
+    pub(super) fn apply_backlog(&self) {
+        {
+            let mut queue = self.queue.lock();
+            self.apply_commands(&mut queue, self.clock.now());
+        }
+        self.wake_waiter();
     }
 
     /// Called by the timer thread as it exits: from now on a scheduler

@@ -119,8 +119,9 @@ pub(crate) enum LeadTurn {
     Follow,
     /// It took this many due tasks into its deque, and keeps the lead.
     Took(usize),
-    /// Alarms were rung, or a command arrived after `armed` was published:
-    /// turn again.
+    /// Alarms were rung, a command arrived after `armed` was published, or
+    /// the count of cancels reached `sweep_at`: turn again at once (the
+    /// caller does, before anything else: `armed` may be published).
     Again,
     /// Nothing is due: `armed` is published; wait until `next` (without a
     /// deadline if `None`). The backend holds `held` entries.
@@ -129,11 +130,14 @@ pub(crate) enum LeadTurn {
 
 impl Timer {
     /// Worker `index` has found no work: true if it leads (it held the
-    /// lead, or took it from the timer thread now). Never while the pool
-    /// is shut down, on a manual clock, or under a loom model that did not
-    /// ask.
-    pub(crate) fn take_lead(&self, index: usize, shut_down: bool) -> bool {
-        if !self.workers_lead || shut_down {
+    /// lead, or took it from the timer thread now). Not once it has seen
+    /// the pool shut down (a shutdown that comes after this look is seen
+    /// by its turn, under the lock), on a manual clock, or under a loom
+    /// model that did not ask.
+    /// `shut_down` is asked only if workers may lead (a loom model that
+    /// did not ask for it sees no extra operation).
+    pub(crate) fn take_lead(&self, index: usize, shut_down: impl FnOnce() -> bool) -> bool {
+        if !self.workers_lead || shut_down() {
             return false;
         }
         let lead = self.lead.load(Ordering::Relaxed);
@@ -153,11 +157,19 @@ impl Timer {
         true
     }
 
-    /// A leading worker that published `armed` goes on running (it woke,
-    /// or found work): `armed` 0 again, and the timer thread woken if it
+    /// Worker `index`, which led and published `armed`, goes on running
+    /// (it woke, or found work): `armed` 0 again if it still holds the
+    /// lead (under the backend lock: the timer thread may have taken it
+    /// back and published its own), and the timer thread woken if it
     /// sleeps for longer than a [`GRACE`] (module doc).
-    pub(crate) fn leader_awake(&self) {
-        self.armed.store(0, Ordering::SeqCst);
+    pub(crate) fn leader_awake(&self, index: usize) {
+        {
+            let _queue = self.queue.lock();
+            if self.lead.load(Ordering::SeqCst) != index {
+                return;
+            }
+            self.armed.store(0, Ordering::SeqCst);
+        }
         self.cover_awake_leader();
     }
 
@@ -202,14 +214,13 @@ impl Timer {
         self.turns.store(turns.wrapping_add(1), Ordering::SeqCst);
     }
 
-    /// The timer thread takes the lead from a worker that has stayed
-    /// awake since the watch read `seen` turns (module doc). True if it
-    /// took it.
+    /// The timer thread takes the lead from a worker that has taken no
+    /// turn since the watch read `seen` turns, a `GRACE` ago, while it was
+    /// awake or late for its deadline (module doc). True if it took it.
     pub(crate) fn rescue(&self, seen: u64) -> bool {
         let _queue = self.queue.lock();
         if self.lead.load(Ordering::SeqCst) == TIMER_THREAD
             || self.turns.load(Ordering::SeqCst) != seen
-            || self.armed.load(Ordering::SeqCst) != 0
         {
             return false;
         }
@@ -348,33 +359,42 @@ pub(crate) fn lead_turn(
 /// What the timer thread remembers between two looks of its watch.
 #[derive(Debug, Default)]
 pub(crate) struct Watch {
-    /// The turns counted at the last look, if the leader was awake then.
-    awake_at_turn: Option<u64>,
+    /// The turns counted, and the time, at the first look that found the
+    /// leader overdue (awake, or asleep past its deadline) since its last
+    /// turn.
+    overdue_since: Option<(u64, Nanos)>,
 }
 
 /// One look of the timer thread's watch over a leading worker (module
-/// doc): takes the lead back if the worker stayed awake without a turn
-/// since the last look; else sleeps until the next look (a `GRACE` from
-/// now while the leader is awake, a `GRACE` past its deadline while it
-/// sleeps) or until woken. Checks the wall clock as a turn does.
+/// doc): takes the lead back if the worker has been overdue (awake, or
+/// asleep past its deadline) without a turn for a whole `GRACE`; else
+/// sleeps until the next look (a `GRACE` from now while the leader is
+/// overdue, a `GRACE` past its deadline while it sleeps) or until woken.
+/// Applies the commands if a burst has filled half of their queue (the
+/// leader may be busy), and checks the wall clock, as a turn does.
 pub(crate) fn watch(pool: &impl Workers, now: impl Fn() -> Nanos, last: &mut Watch) {
     let timer = pool.timer();
     let watching_wall = timer.check_wall(pool, now());
+    if !cfg!(loom) && timer.commands.len_hint() >= super::commands::BACKLOG_WAKE {
+        timer.apply_backlog();
+    }
     let turns = timer.turns.load(Ordering::SeqCst);
     let armed = timer.armed.load(Ordering::SeqCst);
-    if armed == 0 {
-        if last.awake_at_turn == Some(turns) && timer.rescue(turns) {
-            last.awake_at_turn = None;
-            return;
-        }
-        last.awake_at_turn = Some(turns);
-    } else {
-        last.awake_at_turn = None;
-    }
     let at = now();
-    let mut until = if armed == 0 {
+    let overdue = armed == 0 || armed.saturating_add(GRACE) <= at;
+    let mut until = if overdue {
+        match last.overdue_since {
+            Some((seen, since)) if seen == turns => {
+                if at.saturating_sub(since) >= GRACE && timer.rescue(turns) {
+                    last.overdue_since = None;
+                    return;
+                }
+            }
+            _ => last.overdue_since = Some((turns, at)),
+        }
         at.saturating_add(GRACE)
     } else {
+        last.overdue_since = None;
         armed.saturating_add(GRACE)
     };
     if watching_wall {
