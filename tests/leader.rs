@@ -132,3 +132,47 @@ fn an_idle_pool_with_a_far_timer_uses_no_cpu() {
         far.cancel();
     }
 }
+
+/// More timers than a worker leads with (`LEAD_MAX_TIMERS`, 65,536): the
+/// lead goes to the timer thread as they are scheduled and back to a
+/// worker as they drain; each runs once.
+#[test]
+fn many_timers_move_the_lead_and_each_runs_once() {
+    const TIMERS: usize = 70_000;
+    for queue in queues() {
+        let pool = common::pool(queue, 2);
+        let ran: Arc<Vec<std::sync::atomic::AtomicU32>> =
+            Arc::new((0..TIMERS).map(|_| Default::default()).collect());
+        for i in 0..TIMERS {
+            let ran = ran.clone();
+            let delay = Duration::from_micros((i % 200) as u64 * 1_000);
+            let _timer = pool
+                .schedule(
+                    move || ran[i].fetch_add(1, std::sync::atomic::Ordering::SeqCst),
+                    delay,
+                )
+                .unwrap();
+        }
+        let count = |n| {
+            ran.iter()
+                .filter(|r| r.load(std::sync::atomic::Ordering::SeqCst) == n)
+                .count()
+        };
+        assert!(eventually(|| count(1) == TIMERS), "{queue:?}: not all ran");
+        // Then a few more, led by a worker again: on time and once.
+        let late = Arc::new(Mutex::new(Vec::new()));
+        for _ in 0..20 {
+            let due = Instant::now() + 5 * MS;
+            let late = late.clone();
+            let _timer = pool
+                .schedule(
+                    move || late.lock().unwrap().push(Instant::now() - due),
+                    5 * MS,
+                )
+                .unwrap();
+            std::thread::sleep(MS);
+        }
+        assert!(eventually(|| late.lock().unwrap().len() == 20));
+        assert_eq!(count(1), TIMERS, "{queue:?}: none ran twice");
+    }
+}

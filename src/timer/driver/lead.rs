@@ -45,6 +45,19 @@
 //!   first is late by [`SHARE_IF_LATE`] (it does not keep up alone) or
 //!   when the tasks it took last ran long (the pool's `SHARE_AFTER`).
 //!
+//! # Where the timer thread leads
+//!
+//! With more than [`LEAD_MAX_TIMERS`] timers the timer thread leads, and
+//! workers take the lead again once it holds half as many. A backend that
+//! large grows and shrinks by large blocks, and with glibc the thread that
+//! frees one consolidates its allocator arena's free small blocks first:
+//! on a worker that had freed a million task cells, that stalled every
+//! timer for 160–175 ms at the end of one `timer-fire` repetition in
+//! five (measured: `benches/README.md`, lever 5). On the timer thread,
+//! which frees nothing else, it does not show; and a million timers due
+//! over a second keep a leader busy with inserts that the timer thread
+//! would apply beside the workers.
+//!
 //! # Invariants
 //!
 //! * **One writer of `armed`.** `armed` is only written under the backend
@@ -91,6 +104,11 @@ use super::{ring, wall, Timer, Workers};
 
 /// `Timer::lead` while the timer thread waits for time.
 pub(crate) const TIMER_THREAD: usize = usize::MAX;
+
+/// A leading worker gives the lead back to the timer thread when the
+/// backend holds more timers than this, and workers take it again once
+/// the timer thread's turn finds half as many (module doc).
+pub(crate) const LEAD_MAX_TIMERS: usize = 1 << 16;
 
 /// How long a leading worker may stay awake without a turn before the
 /// timer thread takes the lead back (module doc): the extra lateness a
@@ -145,6 +163,7 @@ impl Timer {
             return true;
         }
         if lead != TIMER_THREAD
+            || self.crowded.load(Ordering::Relaxed)
             || self
                 .lead
                 .compare_exchange(TIMER_THREAD, index, Ordering::SeqCst, Ordering::Relaxed)
@@ -301,6 +320,14 @@ pub(crate) fn lead_turn(
         timer.count_turn();
         now = timer.clock.now();
         timer.apply_commands(&mut queue, now);
+        if queue.len() > LEAD_MAX_TIMERS {
+            // Many timers: the timer thread's (module doc).
+            timer.crowded.store(true, Ordering::Relaxed);
+            timer.lead.store(TIMER_THREAD, Ordering::SeqCst);
+            drop(queue);
+            timer.wake();
+            return (LeadTurn::Follow, now);
+        }
         let mut popped = 0;
         // One at a time, unless the first is late: then the leader does
         // not keep up alone (module doc).

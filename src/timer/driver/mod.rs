@@ -149,6 +149,9 @@ pub(crate) struct Timer {
     watch_until: CachePadded<AtomicU64>,
     /// The workers' parkers, by index (a leading worker sleeps on its own).
     worker_parkers: Box<[StdArc<Parker>]>,
+    /// The timer thread's last turn found many timers: workers do not take
+    /// the lead (see `lead`).
+    crowded: AtomicBool,
     /// Whether idle workers may take the lead (not on a manual clock, whose
     /// time moves only by `advance`).
     workers_lead: bool,
@@ -200,6 +203,7 @@ impl Timer {
             turns: AtomicU64::new(0),
             watch_until: CachePadded::new(AtomicU64::new(u64::MAX)),
             worker_parkers: Box::new([]),
+            crowded: AtomicBool::new(false),
             workers_lead: !clock.is_manual() && !cfg!(loom),
             spin: 0,
             clock,
@@ -412,6 +416,9 @@ pub(crate) fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
                 rest.next = Some(rest.next.map_or(check_by, |next| next.min(check_by)));
             }
             let armed = rest.next.unwrap_or(u64::MAX);
+            timer
+                .crowded
+                .store(rest.held > lead::LEAD_MAX_TIMERS / 2, Ordering::Relaxed);
             timer.armed.store(armed, Ordering::SeqCst);
             timer.watch_until.store(armed, Ordering::SeqCst);
             rest
