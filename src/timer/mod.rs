@@ -198,3 +198,28 @@ pub(crate) enum InvalidQueue {
     /// A hashed wheel's slots: zero or more than [`MAX_WHEEL_SLOTS`].
     Slots(usize),
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// A leading worker shares a wheel's tick of due tasks only once they
+    /// are late beyond the tick (`driver/lead.rs`): each backend says how
+    /// coarse its deadlines are.
+    #[test]
+    fn a_backend_reports_its_granularity() {
+        let granularity = |queue: TimerQueue| queue.build::<()>().granularity();
+        assert_eq!(granularity(TimerQueue::heap()), 0);
+        assert_eq!(granularity(TimerQueue::hashed_wheel()), 1_000_000);
+        assert_eq!(granularity(TimerQueue::hierarchical_wheel()), 1_000_000);
+        let tick = Duration::from_micros(250);
+        assert_eq!(
+            granularity(TimerQueue::hashed_wheel_with(tick, 64)),
+            250_000
+        );
+        assert_eq!(
+            granularity(TimerQueue::hierarchical_wheel_with(tick)),
+            250_000
+        );
+    }
+}

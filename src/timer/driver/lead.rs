@@ -115,9 +115,10 @@ pub(crate) const LEAD_MAX_TIMERS: usize = 1 << 16;
 /// long task can cause the timer, at most about twice this.
 pub(crate) const GRACE: Nanos = 1_000_000;
 
-/// A due task this late when a leading worker takes it means the leader
-/// does not keep up alone: it takes every due task of that turn, to share
-/// (module doc).
+/// A due task this late when a leading worker takes it (beyond the
+/// backend's granularity: a wheel's tick of tasks falls due at once)
+/// means the leader does not keep up alone: it takes every due task of
+/// that turn, to share (module doc).
 pub(crate) const SHARE_IF_LATE: Nanos = 100_000;
 
 /// How many due tasks a leading worker takes in a turn ([`lead_turn`]).
@@ -332,9 +333,9 @@ pub(crate) fn lead_turn(
         // One at a time, unless the first is late: then the leader does
         // not keep up alone (module doc).
         let all = share == Share::All
-            || queue
-                .next_due()
-                .is_some_and(|due| now.saturating_sub(due) >= SHARE_IF_LATE);
+            || queue.next_due().is_some_and(|due| {
+                now.saturating_sub(due) >= SHARE_IF_LATE.saturating_add(queue.granularity())
+            });
         while let Some((_, entry)) = queue.pop_due(now) {
             popped += 1;
             if entry.is_task() {

@@ -431,6 +431,10 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         Some((key, entry.value))
     }
 
+    fn granularity(&self) -> Nanos {
+        self.tick
+    }
+
     fn next_due(&self) -> Option<Nanos> {
         self.earliest().map(|(due, _)| self.start_of(due))
     }

@@ -491,6 +491,10 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         }
     }
 
+    fn granularity(&self) -> Nanos {
+        self.tick
+    }
+
     fn next_due(&self) -> Option<Nanos> {
         let (level, slot) = self.first_occupied()?;
         let tick = if level == 0 {

@@ -59,6 +59,12 @@ pub(crate) trait DelayQueue<T> {
     /// The number of entries.
     fn len(&self) -> usize;
 
+    /// How coarse its deadlines are: an entry may fall due up to this
+    /// much after its deadline (a wheel's tick; 0 for exact deadlines).
+    fn granularity(&self) -> Nanos {
+        0
+    }
+
     /// Removes and returns every entry, due or not, earliest first where
     /// the backend knows the order cheaply. Time does not move: entries may
     /// be inserted again afterwards with the same `now`.
