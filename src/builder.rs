@@ -223,13 +223,14 @@ impl Builder {
         self
     }
 
-    /// How long before a deadline the timer thread stops sleeping and
-    /// spins on the clock instead (default: 100 µs; `Duration::ZERO`: never
-    /// spin). At most [`MAX_TIMER_SPIN`].
+    /// How long before a deadline the thread that waits for time (an idle
+    /// worker that leads, or the timer thread) stops sleeping and spins on
+    /// the clock instead (default: 100 µs; `Duration::ZERO`: never spin).
+    /// At most [`MAX_TIMER_SPIN`].
     ///
     /// A timed sleep ends late, on Linux even with the tight timer slack the
     /// timer thread asks for. So while the executor holds few scheduled
-    /// tasks (at most 64) and a worker is idle, the timer thread ends each
+    /// tasks (at most 64) and a worker is idle, the waiting thread ends each
     /// wait of at least five windows by sleeping until one window before
     /// the deadline and spinning the rest. A task then starts sooner after
     /// its deadline (measured: see the repository's `benches/README.md`,

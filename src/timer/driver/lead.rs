@@ -90,6 +90,17 @@
 //!   on its deque under that lock, so `shutdown_now`, which drains the
 //!   backend under it and then every deque, finds each task in one place.
 //!
+//! Accepted, and why:
+//!
+//! * The due task a leader takes to run is in no queue from the moment
+//!   its turn releases the lock (and while it rings the turn's alarms):
+//!   a `shutdown_now` then neither returns it nor finds it started, and
+//!   it runs, as a job a worker has just popped from its deque does.
+//! * A leading worker sets its own thread's timer slack as the timer
+//!   thread does (`waiting`): 1 µs with few timers. User tasks run on it
+//!   afterwards with that slack (their timed waits end closer to their
+//!   deadlines, at a little more CPU).
+//!
 //! Not led by workers: a pool on a manual clock (its time moves only by
 //! `advance`, which hands over the due tasks itself), and the loom models
 //! that do not ask for it.
