@@ -29,10 +29,24 @@ use crate::trigger::{Next, Trigger, TriggerContext};
 /// prints how many interleavings it explored and how long it took, as
 /// `loom model <name>: <n> interleavings, <t> s` (see the README).
 pub(crate) fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    model_with(name, loom::model::Builder::new(), f);
+}
+
+/// [`model`] with at most `preemptions` preemptions, whatever
+/// `LOOM_MAX_PREEMPTIONS` says: for a model whose bug needs fewer than the
+/// suite's bound and whose threads would take it past its time at that
+/// bound (say which, beside the model).
+pub(crate) fn model_bounded(name: &str, preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(preemptions);
+    model_with(name, builder, f);
+}
+
+fn model_with(name: &str, builder: loom::model::Builder, f: impl Fn() + Sync + Send + 'static) {
     let explored = std::sync::Arc::new(AtomicUsize::new(0));
     let count = std::sync::Arc::clone(&explored);
     let start = Instant::now();
-    loom::model(move || {
+    builder.check(move || {
         count.fetch_add(1, StdOrdering::Relaxed);
         f();
     });

@@ -7,21 +7,42 @@
 //! The job that takes the count to zero notifies the clock. A pool on the
 //! monotonic clock counts nothing: its queues' hot paths only test that the
 //! count is absent.
+//!
+//! # Why the word also counts every job ever counted
+//!
+//! `advance` cannot read the jobs and the timer's state at one instant: it
+//! reads the count, then the timer (under its lock). The timer thread may
+//! take a due entry out of the timer and count it as a job in between (a
+//! task that a run re-armed just before it ended): the count was 0 when
+//! read, the entry is gone from the timer when looked at, and `advance`
+//! would return with the task still queued (seen: `burst_catches_up_back
+//! _to_back`, one run in 300, `delay()` read while the catch-up run waited).
+//! So the word ([`Jobs`]) counts, beside the jobs queued or running, every
+//! job ever counted (wrapping), and `advance` reads it before and after its
+//! look at the timer: if it did not change, no job was counted and none
+//! ended in between, and with none queued or running at the first read,
+//! none existed meanwhile to re-arm a task or be handed over, so what it
+//! saw of the timer holds for the whole window.
 
-use crate::sync::{AtomicUsize, Ordering, StdArc};
-use crate::time::manual::ManualState;
+use crate::sync::{AtomicU64, Ordering, StdArc};
+use crate::time::manual::{Jobs, ManualState};
+
+/// The live count's bits in a [`Jobs`] word.
+const LIVE: u64 = Jobs::LIVE;
+/// One job counted: one more live, one more in the total.
+const ONE: u64 = Jobs::ONE;
 
 /// The jobs of a pool on a manual clock (see the module doc).
 #[derive(Debug)]
 pub(crate) struct JobCount {
-    jobs: AtomicUsize,
+    jobs: AtomicU64,
     clock: StdArc<ManualState>,
 }
 
 impl JobCount {
     pub(crate) fn new(clock: StdArc<ManualState>) -> Self {
         JobCount {
-            jobs: AtomicUsize::new(0),
+            jobs: AtomicU64::new(0),
             clock,
         }
     }
@@ -30,19 +51,21 @@ impl JobCount {
     /// the count and then the timer's state, and the job's own pushes (a
     /// task that schedules another) come before its end.
     pub(crate) fn pushed(&self) {
-        self.jobs.fetch_add(1, Ordering::SeqCst);
+        self.jobs.fetch_add(ONE, Ordering::SeqCst);
     }
 
     /// `n` timer futures' alarms fell due and are about to be rung: they
     /// count as jobs until [`ended`](Self::ended), so that `advance` does
     /// not return before their wakers are woken.
     pub(crate) fn ringing(&self, n: usize) {
-        self.jobs.fetch_add(n, Ordering::SeqCst);
+        self.jobs
+            .fetch_add(ONE.wrapping_mul(n as u64), Ordering::SeqCst);
     }
 
-    /// `n` jobs ran or left the queues unrun.
+    /// `n` jobs ran or left the queues unrun (the total keeps them).
     pub(crate) fn ended(&self, n: usize) {
-        if n > 0 && self.jobs.fetch_sub(n, Ordering::SeqCst) == n {
+        let n = n as u64;
+        if n > 0 && self.jobs.fetch_sub(n, Ordering::SeqCst) & LIVE == n {
             self.clock.notify_quiet();
         }
     }
@@ -53,8 +76,8 @@ impl JobCount {
         self.clock.notify_quiet();
     }
 
-    /// Jobs queued or running.
-    pub(crate) fn jobs(&self) -> usize {
-        self.jobs.load(Ordering::SeqCst)
+    /// Jobs queued or running, and every job counted (module doc).
+    pub(crate) fn jobs(&self) -> Jobs {
+        Jobs(self.jobs.load(Ordering::SeqCst))
     }
 }

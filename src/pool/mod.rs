@@ -47,7 +47,7 @@ use crate::task::{
     Alarm, DeadlineTask, Delayed, Job, Label, PanicPayload, RecurringTask, ScheduledTask, TaskCell,
     TaskContext, WallTask,
 };
-use crate::time::manual::Driven;
+use crate::time::manual::{Driven, Jobs};
 use crate::time::Clock;
 use crate::time::Nanos;
 use crate::timer::driver::{self, Timer, Workers};
@@ -718,11 +718,13 @@ impl Driven for Pool {
         }
     }
 
-    fn jobs(&self) -> usize {
+    fn jobs(&self) -> Jobs {
         if self.lifecycle.is_terminated() {
-            return 0;
+            return Jobs::default();
         }
-        self.job_count.as_ref().map_or(0, JobCount::jobs)
+        self.job_count
+            .as_ref()
+            .map_or(Jobs::default(), JobCount::jobs)
     }
 
     fn timer_idle(&self, now: Nanos) -> bool {

@@ -61,14 +61,35 @@ pub(crate) trait Driven: Send + Sync {
     /// Applies the commands waiting for the timer and hands every task due
     /// at `now` to the workers.
     fn hand_over_due(&self, now: Nanos);
-    /// Jobs queued or running.
-    fn jobs(&self) -> usize;
+    /// Jobs queued or running, and every job counted (`job_count.rs`:
+    /// two equal reads mean no job began or ended between them).
+    fn jobs(&self) -> Jobs;
     /// True if no command waits for the timer and nothing is due at `now`.
     fn timer_idle(&self, now: Nanos) -> bool;
     /// The earliest deadline the timer holds.
     fn next_deadline(&self) -> Option<Nanos>;
     /// True if the calling thread is one of the pool's.
     fn is_own_thread(&self) -> bool;
+}
+
+/// What a pool on a manual clock says of its jobs (`pool/job_count.rs`):
+/// the jobs queued or running (low half) and every job it ever counted
+/// (high half, wrapping). Two equal reads mean that no job began or ended
+/// between them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Jobs(pub(crate) u64);
+
+impl Jobs {
+    /// The live count's bits (more than 2^32 jobs queued at once would
+    /// carry into the total: not on a test's manual clock).
+    pub(crate) const LIVE: u64 = (1 << 32) - 1;
+    /// One job counted: one more live, one more in the total.
+    pub(crate) const ONE: u64 = (1 << 32) + 1;
+
+    /// Jobs queued or running.
+    pub(crate) fn live(self) -> u64 {
+        self.0 & Self::LIVE
+    }
 }
 
 /// The state a [`ManualClock`] and its clones share.
@@ -223,14 +244,20 @@ impl ManualState {
                 pool.hand_over_due(now);
             }
             let quiet = self.quiet.lock();
-            if pools.iter().any(|p| p.jobs() > 0) {
+            let jobs: Vec<Jobs> = pools.iter().map(|p| p.jobs()).collect();
+            if jobs.iter().any(|j| j.live() > 0) {
                 // The job that takes a count to zero notifies under `quiet`,
                 // which this wait releases atomically: not lost.
                 drop(self.quiet_changed.wait(quiet));
                 continue;
             }
             drop(quiet);
-            if pools.iter().all(|p| p.timer_idle(now)) {
+            // Quiet only if no job began or ended while it looked at the
+            // timers (`job_count.rs`: a job handed over meanwhile left the
+            // timer before the look and was counted after the first read).
+            if pools.iter().all(|p| p.timer_idle(now))
+                && pools.iter().map(|p| p.jobs()).eq(jobs.iter().copied())
+            {
                 return;
             }
         }
