@@ -24,15 +24,24 @@
 //!   thread does not stay asleep: it sees the leader awake before it
 //!   parks, or the leader sees how long it sleeps and wakes it (else loom
 //!   reports the deadlock).
+//! * `shutdown_now_while_a_worker_leads`: the only worker, a real one
+//!   (`worker::run`), leads and waits for a task due at `LATER`, beside the
+//!   real timer thread, while the main thread calls `shutdown_now` (once
+//!   the worker has taken the lead).
+//!   Asserted: the task is returned, once; the worker and the timer thread
+//!   exit (a leader left asleep, or a timer thread left watching a leader
+//!   that is gone, would be a deadlock); `pending` is 0. (The shutdown
+//!   models in `shutdown.rs` run without leading workers.)
 
 use super::timer::{schedule, EARLIER, LATER};
-use crate::loom_model::support::{model, DEFAULT_POLICY};
+use crate::loom_model::support::{join_all, model, spawn_workers, DEFAULT_POLICY};
 use crate::pool::Pool;
 use crate::sync::{thread, Arc, Ordering};
 use crate::task::Job;
 use crate::time::Nanos;
 use crate::timer::driver::lead::{lead_turn, watch, LeadTurn, Share, Watch};
-use crate::timer::driver::{turn, Timer, Turn};
+use crate::timer::driver::waiting::Waiting;
+use crate::timer::driver::{run_with_clock, turn, Timer, Turn};
 
 /// A pool of `workers` workers, no thread started, whose idle workers may
 /// take the lead.
@@ -138,5 +147,36 @@ fn the_watch_sees_a_leader_that_wakes() {
         pool.timer.leader_awake(0);
         timer.join().unwrap();
         assert_eq!(pool.timer.armed.load(Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn shutdown_now_while_a_worker_leads() {
+    model("lead::shutdown_now_while_a_worker_leads", || {
+        let mut timer = Timer::new(Default::default(), DEFAULT_POLICY, usize::MAX);
+        timer.set_workers_lead(true);
+        let (pool, deques) = Pool::new(1, Default::default(), timer);
+        let pool = Arc::new(pool);
+        let task = schedule(&pool, || (), 0, LATER);
+        let workers = spawn_workers(&pool, deques);
+        let timer_thread = {
+            let pool = Arc::clone(&pool);
+            thread::spawn(move || run_with_clock(&*pool, || 0, Waiting::new(0)))
+        };
+        // The worker finds no work and takes the lead: the case to model
+        // (what follows races its turn and its sleep).
+        while !pool.timer.worker_leads() {
+            loom::thread::yield_now();
+        }
+        let returned = pool.shutdown_now();
+        let count = returned.len();
+        for job in returned {
+            job.cancel(&*pool);
+        }
+        join_all(workers);
+        timer_thread.join().unwrap();
+        assert_eq!(count, 1, "the task is returned, once");
+        assert!(task.is_cancelled());
+        assert_eq!(pool.timer.pending(), 0);
     });
 }
