@@ -25,18 +25,27 @@
 //!   parks, or the leader sees how long it sleeps and wakes it (else loom
 //!   reports the deadlock).
 //! * `shutdown_now_while_a_worker_leads`: the only worker, a real one
-//!   (`worker::run`), leads and waits for a task due at `LATER`, beside the
-//!   real timer thread, while the main thread calls `shutdown_now` (once
-//!   the worker has taken the lead).
-//!   Asserted: the task is returned, once; the worker and the timer thread
-//!   exit (a leader left asleep, or a timer thread left watching a leader
-//!   that is gone, would be a deadlock); `pending` is 0. (The shutdown
-//!   models in `shutdown.rs` run without leading workers.)
+//!   (`worker::run`), leads and waits for a periodic task due in an hour,
+//!   beside the real timer thread, while the main thread calls
+//!   `shutdown_now` (once the worker has taken the lead). Asserted: the
+//!   task is returned, once, unrun; the worker and the timer thread exit
+//!   (a leader left asleep, or a timer thread left watching a leader that
+//!   is gone, would be a deadlock); `pending` is 0. (The shutdown models
+//!   in `shutdown.rs` run without leading workers.) It found a bug: the
+//!   timer thread's turn read "not stopped", then "shut down", with
+//!   `shutdown_now` in between, and applied `shutdown`'s policies, which
+//!   cancel periodic tasks: the task was cancelled, not returned (seen
+//!   once as a failure of `shutdown_now_returns_periodic_tasks`).
 
 use super::timer::{schedule, EARLIER, LATER};
-use crate::loom_model::support::{join_all, model, spawn_workers, DEFAULT_POLICY};
+
+/// An hour, in nanoseconds: not due while a model runs.
+const HOUR: Nanos = 3_600_000_000_000;
+use crate::loom_model::support::{
+    join_all, model, schedule_periodic, spawn_workers, DEFAULT_POLICY,
+};
 use crate::pool::Pool;
-use crate::sync::{thread, Arc, Ordering};
+use crate::sync::{thread, Arc, AtomicUsize, Ordering};
 use crate::task::Job;
 use crate::time::Nanos;
 use crate::timer::driver::lead::{lead_turn, watch, LeadTurn, Share, Watch};
@@ -157,7 +166,17 @@ fn shutdown_now_while_a_worker_leads() {
         timer.set_workers_lead(true);
         let (pool, deques) = Pool::new(1, Default::default(), timer);
         let pool = Arc::new(pool);
-        let task = schedule(&pool, || (), 0, LATER);
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = Arc::clone(&runs);
+        let task = schedule_periodic(
+            &pool,
+            move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            },
+            HOUR,
+            HOUR,
+        )
+        .expect("the pool accepts it");
         let workers = spawn_workers(&pool, deques);
         let timer_thread = {
             let pool = Arc::clone(&pool);
@@ -175,7 +194,8 @@ fn shutdown_now_while_a_worker_leads() {
         }
         join_all(workers);
         timer_thread.join().unwrap();
-        assert_eq!(count, 1, "the task is returned, once");
+        assert_eq!(count, 1, "the periodic task is returned, once");
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
         assert!(task.is_cancelled());
         assert_eq!(pool.timer.pending(), 0);
     });

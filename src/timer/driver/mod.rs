@@ -469,10 +469,16 @@ fn turn_locked(
     timer.apply_commands(queue, now());
     *rung = hand_over_due(pool, queue, now());
     timer.sweep_if_due(queue, now());
-    if pool.is_stopped() {
-        return None;
-    }
+    // Shut down first, stopped second: the state only moves forward, so
+    // "shut down and not stopped" means a `shutdown` came before the
+    // second read, and its policies apply. Read the other way round, a
+    // `shutdown_now` between the two reads looked like a `shutdown`, and
+    // its policies cancelled the periodic tasks that `shutdown_now` was to
+    // return (loom: `shutdown_now_while_a_worker_leads`).
     if pool.is_shut_down() {
+        if pool.is_stopped() {
+            return None;
+        }
         timer.cancel_on_shutdown(queue, now());
         if timer.pending() == 0 {
             // Idle workers may have been waiting for the last delayed
