@@ -38,9 +38,6 @@
 //!   once as a failure of `shutdown_now_returns_periodic_tasks`).
 
 use super::timer::{schedule, EARLIER, LATER};
-
-/// An hour, in nanoseconds: not due while a model runs.
-const HOUR: Nanos = 3_600_000_000_000;
 use crate::loom_model::support::{
     join_all, model, schedule_periodic, spawn_workers, DEFAULT_POLICY,
 };
@@ -51,6 +48,9 @@ use crate::time::Nanos;
 use crate::timer::driver::lead::{lead_turn, watch, LeadTurn, Share, Watch};
 use crate::timer::driver::waiting::Waiting;
 use crate::timer::driver::{run_with_clock, turn, Timer, Turn};
+
+/// An hour, in nanoseconds: not due while a model runs.
+const HOUR: Nanos = 3_600_000_000_000;
 
 /// A pool of `workers` workers, no thread started, whose idle workers may
 /// take the lead.

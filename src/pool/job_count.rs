@@ -16,7 +16,8 @@
 //! task that a run re-armed just before it ended): the count was 0 when
 //! read, the entry is gone from the timer when looked at, and `advance`
 //! would return with the task still queued (seen: `burst_catches_up_back
-//! _to_back`, one run in 300, `delay()` read while the catch-up run waited).
+//! _to_back` about once in a thousand runs, `delay()` read while the
+//! catch-up run waited; the loom model `jump_vs_a_catch_up_handed_over`).
 //! So the word ([`Jobs`]) counts, beside the jobs queued or running, every
 //! job ever counted (wrapping), and `advance` reads it before and after its
 //! look at the timer: if it did not change, no job was counted and none
@@ -26,11 +27,6 @@
 
 use crate::sync::{AtomicU64, Ordering, StdArc};
 use crate::time::manual::{Jobs, ManualState};
-
-/// The live count's bits in a [`Jobs`] word.
-const LIVE: u64 = Jobs::LIVE;
-/// One job counted: one more live, one more in the total.
-const ONE: u64 = Jobs::ONE;
 
 /// The jobs of a pool on a manual clock (see the module doc).
 #[derive(Debug)]
@@ -51,7 +47,7 @@ impl JobCount {
     /// the count and then the timer's state, and the job's own pushes (a
     /// task that schedules another) come before its end.
     pub(crate) fn pushed(&self) {
-        self.jobs.fetch_add(ONE, Ordering::SeqCst);
+        self.jobs.fetch_add(Jobs::ONE, Ordering::SeqCst);
     }
 
     /// `n` timer futures' alarms fell due and are about to be rung: they
@@ -59,13 +55,13 @@ impl JobCount {
     /// not return before their wakers are woken.
     pub(crate) fn ringing(&self, n: usize) {
         self.jobs
-            .fetch_add(ONE.wrapping_mul(n as u64), Ordering::SeqCst);
+            .fetch_add(Jobs::ONE.wrapping_mul(n as u64), Ordering::SeqCst);
     }
 
     /// `n` jobs ran or left the queues unrun (the total keeps them).
     pub(crate) fn ended(&self, n: usize) {
         let n = n as u64;
-        if n > 0 && self.jobs.fetch_sub(n, Ordering::SeqCst) & LIVE == n {
+        if n > 0 && self.jobs.fetch_sub(n, Ordering::SeqCst) & Jobs::LIVE == n {
             self.clock.notify_quiet();
         }
     }
