@@ -25,34 +25,36 @@
 //! model fails so.)
 
 use crate::loom_model::support::{
-    join_all, model, model_bounded, schedule, spawn_workers, DEFAULT_POLICY,
+    join_all, manual_pool, model, model_bounded, schedule, spawn_workers,
 };
 use crate::pool::Pool;
-use crate::sync::{thread, Arc, AtomicUsize};
+use crate::sync::thread::{self, JoinHandle};
+use crate::sync::{Arc, AtomicUsize};
 use crate::sync::{Ordering, StdArc};
 use crate::time::manual::*;
-use crate::time::Clock;
-use crate::timer::driver::Timer;
 use std::time::Duration;
+
+/// A pool on a fresh manual clock with its real worker and timer thread
+/// started: the clock's state, the pool, the worker, the timer thread.
+fn running_manual_pool() -> (
+    StdArc<ManualState>,
+    Arc<Pool>,
+    Vec<JoinHandle<()>>,
+    JoinHandle<()>,
+) {
+    let (state, pool, deques) = manual_pool();
+    let workers = spawn_workers(&pool, deques);
+    let timer_thread = {
+        let pool = Arc::clone(&pool);
+        thread::spawn(move || crate::timer::driver::run(&*pool))
+    };
+    (state, pool, workers, timer_thread)
+}
 
 #[test]
 fn advance_vs_the_timer_thread() {
     model("time::advance_vs_the_timer_thread", || {
-        let clock = ManualClock::new();
-        let state = StdArc::clone(clock.state());
-        let timer = Timer::with_clock(
-            Default::default(),
-            DEFAULT_POLICY,
-            usize::MAX,
-            Clock::manual(StdArc::clone(&state)),
-        );
-        let (pool, deques) = Pool::new(1, Default::default(), timer);
-        let pool = Arc::new(pool);
-        let workers = spawn_workers(&pool, deques);
-        let timer_thread = {
-            let pool = Arc::clone(&pool);
-            thread::spawn(move || crate::timer::driver::run(&*pool))
-        };
+        let (state, pool, workers, timer_thread) = running_manual_pool();
         let ran = Arc::new(AtomicUsize::new(0));
         let (r, p) = (Arc::clone(&ran), Arc::clone(&pool));
         let _first = schedule(
@@ -85,21 +87,7 @@ fn jump_vs_a_catch_up_handed_over() {
     // Two preemptions find the race (checked: with the second read of the
     // job word removed it fails); three took 418 s, a third of the suite.
     model_bounded("time::jump_vs_a_catch_up_handed_over", 2, || {
-        let clock = ManualClock::new();
-        let state = StdArc::clone(clock.state());
-        let timer = Timer::with_clock(
-            Default::default(),
-            DEFAULT_POLICY,
-            usize::MAX,
-            Clock::manual(StdArc::clone(&state)),
-        );
-        let (pool, deques) = Pool::new(1, Default::default(), timer);
-        let pool = Arc::new(pool);
-        let workers = spawn_workers(&pool, deques);
-        let timer_thread = {
-            let pool = Arc::clone(&pool);
-            thread::spawn(move || crate::timer::driver::run(&*pool))
-        };
+        let (state, pool, workers, timer_thread) = running_manual_pool();
         let ran = Arc::new(AtomicUsize::new(0));
         let (r, p) = (Arc::clone(&ran), Arc::clone(&pool));
         let _first = schedule(

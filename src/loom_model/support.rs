@@ -19,9 +19,10 @@ use crate::pool::hooks::Hooks;
 use crate::pool::{worker, Pool, SubmitError};
 use crate::sync::deque::Worker;
 use crate::sync::thread::{self, JoinHandle};
-use crate::sync::{Arc, Ordering};
+use crate::sync::{Arc, Ordering, StdArc};
 use crate::task::{Job, Repeat};
-use crate::time::Nanos;
+use crate::time::manual::ManualState;
+use crate::time::{Clock, ManualClock, Nanos};
 use crate::timer::driver::{ShutdownPolicy, Timer};
 use crate::trigger::{Next, Trigger, TriggerContext};
 
@@ -63,6 +64,20 @@ pub(crate) const DEFAULT_POLICY: ShutdownPolicy = ShutdownPolicy {
     keep_delayed: true,
     keep_periodic: false,
 };
+
+/// A pool of one worker on a fresh manual clock, no thread started: the
+/// clock's state, the pool, and its worker's deque.
+pub(crate) fn manual_pool() -> (StdArc<ManualState>, Arc<Pool>, Vec<Worker<Job>>) {
+    let state = StdArc::clone(ManualClock::new().state());
+    let timer = Timer::with_clock(
+        Default::default(),
+        DEFAULT_POLICY,
+        usize::MAX,
+        Clock::manual(StdArc::clone(&state)),
+    );
+    let (pool, deques) = Pool::new(1, Default::default(), timer);
+    (state, Arc::new(pool), deques)
+}
 
 /// A pool of `workers` workers with no thread started (neither the workers
 /// nor the timer thread), and the deques its workers would own.

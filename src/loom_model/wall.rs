@@ -16,30 +16,17 @@
 //! left.
 
 use crate::sync::{AtomicUsize, Ordering, StdArc};
-use crate::time::Clock;
-use crate::timer::driver::Timer;
 use std::time::Duration;
 
-use crate::loom_model::support::{model, DEFAULT_POLICY};
-use crate::pool::Pool;
+use crate::loom_model::support::{manual_pool, model};
 use crate::sync::{thread, Arc};
 use crate::task::OneShot;
-use crate::time::ManualClock;
 use crate::trigger::{self, Next};
 
 #[test]
 fn placement_vs_wall_step() {
     model("timer::placement_vs_wall_step", || {
-        let clock = ManualClock::new();
-        let state = StdArc::clone(clock.state());
-        let timer = Timer::with_clock(
-            Default::default(),
-            DEFAULT_POLICY,
-            usize::MAX,
-            Clock::manual(StdArc::clone(&state)),
-        );
-        let (pool, _deques) = Pool::new(1, Default::default(), timer);
-        let pool = Arc::new(pool);
+        let (state, pool, _deques) = manual_pool();
         // No timer thread: commands that find the queue full are
         // applied by whoever pushes them, as once it has exited
         // (`commands.rs`).
