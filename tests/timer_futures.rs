@@ -270,7 +270,10 @@ fn hostile_wakers_do_not_hurt_the_timer() {
         }
     }
     let (pool, panics) = common::counting_panics(ScheduledExecutor::builder().worker_threads(1));
-    let mut sleep = pool.sleep(MS);
+    // 20 ms, not 1: a first poll after the deadline ends without
+    // registering, and a loaded machine can hold this thread 1 ms between
+    // the two lines (seen: 1 run in 38 beside the other tests).
+    let mut sleep = pool.sleep(20 * MS);
     let waker = Waker::from(Arc::new(Panicking));
     assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
     assert!(eventually(|| panics.load(Ordering::SeqCst) == 1));
@@ -285,13 +288,210 @@ fn hostile_wakers_do_not_hurt_the_timer() {
         }
     }
     let waker_state = Arc::new(DropsThePool(std::sync::Mutex::new(Some(pool.clone()))));
-    let mut sleep = pool.sleep(MS);
+    let mut sleep = pool.sleep(20 * MS);
     let waker = Waker::from(waker_state.clone());
     assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
     drop(pool);
     // The waker, on the timer thread, drops the last handle: the pool
     // shuts down (it discards its timers, so the sleep has ended either way).
     assert!(eventually(|| waker_state.0.lock().unwrap().is_none()));
+}
+
+/// The name of the calling thread.
+fn this_thread() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("unnamed")
+        .to_owned()
+}
+
+/// A waker that, the first time it is woken, says on which thread and
+/// then holds that thread until `release` is set.
+struct Holding {
+    woken_on: std::sync::Mutex<Option<String>>,
+    release: std::sync::atomic::AtomicBool,
+}
+
+impl Wake for Holding {
+    fn wake(self: Arc<Self>) {
+        let name = this_thread();
+        *self.woken_on.lock().unwrap() = Some(name);
+        while !self.release.load(Ordering::SeqCst) {
+            std::thread::sleep(MS);
+        }
+    }
+}
+
+/// A waker that records the thread it was woken on.
+#[derive(Default)]
+struct WokenOn(std::sync::Mutex<Vec<String>>);
+
+impl Wake for WokenOn {
+    fn wake(self: Arc<Self>) {
+        let name = this_thread();
+        self.0.lock().unwrap().push(name);
+    }
+}
+
+/// The timer thread of a pool of one worker, held: the worker kept busy
+/// (so no idle worker takes the lead and the timer thread rings alarms
+/// itself), then a 1 ms sleep whose [`Holding`] waker holds the thread
+/// that rings it ([`hold`](Self::hold)). Dropped, it lets both go (also
+/// when a test fails: else the pool's drop would wait for them).
+struct HeldTimer {
+    holding: Arc<Holding>,
+    busy: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl HeldTimer {
+    /// Keeps `pool`'s only worker busy.
+    fn new(pool: &ScheduledExecutor) -> Self {
+        let busy = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let b = busy.clone();
+        drop(pool.submit(move || {
+            while b.load(Ordering::SeqCst) {
+                std::thread::sleep(MS);
+            }
+        }));
+        let holding = Arc::new(Holding {
+            woken_on: Default::default(),
+            release: Default::default(),
+        });
+        HeldTimer { holding, busy }
+    }
+
+    /// Registers a sleep of 1 ms whose waker holds the thread that rings
+    /// it, waits until it does, and checks that it is the timer thread.
+    /// Register the other sleeps first: a poll of this thread after the
+    /// deadline would help, ring it here, and be held.
+    fn hold(&self, pool: &ScheduledExecutor) -> Sleep {
+        let mut sleep = pool.sleep(MS);
+        assert!(poll_once(&mut sleep, &Waker::from(self.holding.clone())).is_pending());
+        assert!(eventually(|| self
+            .holding
+            .woken_on
+            .lock()
+            .unwrap()
+            .is_some()));
+        let holder = self.holding.woken_on.lock().unwrap().clone().unwrap();
+        assert!(holder.ends_with("-timer"), "rung on {holder}");
+        sleep
+    }
+}
+
+impl Drop for HeldTimer {
+    fn drop(&mut self) {
+        self.holding.release.store(true, Ordering::SeqCst);
+        self.busy.store(false, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_poll_rings_what_is_due_while_the_timer_thread_is_held() {
+    for queue in QUEUES {
+        // The only worker is busy, so the timer thread leads (no idle
+        // worker takes the lead) and rings the first alarm itself.
+        let (pool, panics) = common::counting_panics(
+            ScheduledExecutor::builder()
+                .worker_threads(1)
+                .timer_queue(queue()),
+        );
+        let held = HeldTimer::new(&pool);
+        let woken_on = Arc::new(WokenOn::default());
+        let waker = Waker::from(woken_on.clone());
+        // A third, due just before the second, whose waker panics: rung by
+        // the same poll, its panic goes to the `on_panic` hook, not into the
+        // poll.
+        struct Panicking;
+        impl Wake for Panicking {
+            fn wake(self: Arc<Self>) {
+                panic!("expected: a waker rung by a poll's help panicked");
+            }
+        }
+        let mut third = pool.sleep(30 * MS);
+        assert!(poll_once(&mut third, &Waker::from(Arc::new(Panicking))).is_pending());
+        let mut second = pool.sleep(30 * MS);
+        assert!(poll_once(&mut second, &waker).is_pending());
+        let mut first = held.hold(&pool);
+        // The second falls due while the timer thread is held: a poll of
+        // it after its deadline rings it on the polling thread.
+        let start = Instant::now();
+        let ready = eventually(|| poll_once(&mut second, &waker).is_ready());
+        assert!(ready, "{:?}: the second sleep never ended", queue());
+        assert!(start.elapsed() < Duration::from_secs(5));
+        let here = this_thread();
+        assert_eq!(
+            *woken_on.0.lock().unwrap(),
+            [here],
+            "{:?}: woken once, here",
+            queue()
+        );
+        assert!(eventually(|| panics.load(Ordering::SeqCst) == 1));
+        assert_eq!(poll_once(&mut third, Waker::noop()), Poll::Ready(()));
+        // Let the timer thread go: the pool still times tasks.
+        drop(held);
+        assert_eq!(pool.schedule(|| 5, MS).unwrap().join().unwrap(), 5);
+        assert_eq!(poll_once(&mut first, Waker::noop()), Poll::Ready(()));
+    }
+}
+
+#[test]
+fn a_waker_that_polls_a_sleep_does_not_make_the_help_nest() {
+    // Wakers rung by a poll's help that poll another sleep due: that poll
+    // must not help again from inside the ring (each nested help would
+    // ring the next waker, one stack frame deeper per due sleep).
+    std::thread_local! {
+        static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    struct PollsAnother {
+        probe: std::sync::Mutex<Sleep>,
+        deepest: Arc<AtomicUsize>,
+        woken: Arc<AtomicUsize>,
+    }
+    impl Wake for PollsAnother {
+        fn wake(self: Arc<Self>) {
+            let depth = DEPTH.with(|d| {
+                d.set(d.get() + 1);
+                d.get()
+            });
+            self.deepest.fetch_max(depth, Ordering::SeqCst);
+            let _ = poll_once(&mut *self.probe.lock().unwrap(), Waker::noop());
+            DEPTH.with(|d| d.set(d.get() - 1));
+            self.woken.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    const SLEEPS: usize = 500;
+    let pool = common::pool(TimerQueue::heap(), 1);
+    let held = HeldTimer::new(&pool);
+    let (deepest, woken) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    // Every probe due after every sleep whose waker polls it: a probe is
+    // still pending when that waker polls it.
+    let due: Vec<Sleep> = (0..SLEEPS).map(|_| pool.sleep(30 * MS)).collect();
+    let probes: Vec<Sleep> = (0..SLEEPS).map(|_| pool.sleep(30 * MS)).collect();
+    let mut sleeps = Vec::new();
+    for (mut sleep, mut probe) in due.into_iter().zip(probes) {
+        assert!(poll_once(&mut probe, Waker::noop()).is_pending());
+        let waker = Waker::from(Arc::new(PollsAnother {
+            probe: std::sync::Mutex::new(probe),
+            deepest: deepest.clone(),
+            woken: woken.clone(),
+        }));
+        assert!(poll_once(&mut sleep, &waker).is_pending());
+        sleeps.push(sleep);
+    }
+    // The timer thread held, polls of a sleep due in an hour ring the
+    // rest, 64 at most a poll.
+    let _first = held.hold(&pool);
+    let mut driver = pool.sleep(Duration::from_secs(3600));
+    assert!(eventually(|| {
+        let _ = poll_once(&mut driver, Waker::noop());
+        woken.load(Ordering::SeqCst) == SLEEPS
+    }));
+    assert_eq!(
+        deepest.load(Ordering::SeqCst),
+        1,
+        "no ring nested in a ring"
+    );
 }
 
 #[test]

@@ -10,6 +10,7 @@ use crate::pool::Pool;
 use crate::sync::{Arc, CellArc};
 use crate::task::{Alarm, Rang, TaskContext};
 use crate::time::Nanos;
+use crate::timer::driver::help;
 
 /// A future that ends at a deadline, timed by the executor's timer: made
 /// by [`ScheduledExecutor::sleep`](crate::ScheduledExecutor::sleep) and
@@ -98,9 +99,12 @@ impl Sleep {
             return Poll::Ready(());
         }
         let ctx: &dyn TaskContext = &*self.pool;
+        let mut now = None;
         let rang = match &self.alarm {
             Some(alarm) => alarm.poll(cx.waker(), ctx),
-            None if self.pool.timer.clock.now() >= self.deadline => Some(Rang::AtDeadline),
+            None if *now.insert(self.pool.timer.clock.now()) >= self.deadline => {
+                Some(Rang::AtDeadline)
+            }
             None => {
                 let (alarm, entry) = CellArc::pair(Alarm::new(self.deadline));
                 if self.pool.set_alarm(entry) {
@@ -121,7 +125,16 @@ impl Sleep {
                 self.alarm = None;
                 Poll::Ready(())
             }
-            None => Poll::Pending,
+            None => {
+                // Still pending: if the timer is behind its deadline, ring
+                // what is due on this thread (`timer::driver::help`).
+                let clock = &self.pool.timer.clock;
+                if !clock.is_manual() {
+                    let now = now.unwrap_or_else(|| clock.now());
+                    help::help(&*self.pool, now);
+                }
+                Poll::Pending
+            }
         }
     }
 }

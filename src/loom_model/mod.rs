@@ -18,6 +18,7 @@ mod alarm;
 mod cell;
 mod commands;
 mod deadline;
+mod help;
 mod lead;
 mod manual_clock;
 mod recurring;

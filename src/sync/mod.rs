@@ -224,6 +224,15 @@ mod lock {
             return self.inner.lock().unwrap_or_else(|e| e.into_inner());
         }
 
+        #[inline]
+        pub(crate) fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+            #[cfg(not(loom))]
+            return self.inner.try_lock();
+            #[cfg(loom)]
+            // loom's `try_lock` fails only with `WouldBlock`.
+            return self.inner.try_lock().ok();
+        }
+
         pub(crate) fn into_inner(self) -> T {
             #[cfg(not(loom))]
             return self.inner.into_inner();

@@ -86,7 +86,8 @@
 //!   same, against the timer thread's own sleep (which it publishes in
 //!   `watch_until` too, and which ends when it sees the lead gone).
 //! * **Each due task is taken once.** Every turn (the leader's, the timer
-//!   thread's) pops under the backend lock; the leader pushes what it took
+//!   thread's) pops under the backend lock, as does a timer future's poll
+//!   that helps (`help`); the leader pushes what it took
 //!   on its deque under that lock, so `shutdown_now`, which drains the
 //!   backend under it and then every deque, finds each task in one place.
 //!

@@ -23,6 +23,9 @@
 //!   timer holds, and why no user code runs under the backend lock.
 //! * `lead`: an idle worker waits for time and runs what falls due; the
 //!   timer thread watches it, and takes the lead back when it is stuck.
+//! * `help`: a timer future polled while the holder of the lead is
+//!   behind its deadline hands over what is due itself, and rings the
+//!   alarms on the polling thread.
 //! * `waiting`: how the holder of the lead waits for its next deadline
 //!   (its timer slack, and the short spin that finishes a long wait).
 //! * `wall`: the watch of the wall clock, for tasks due at a wall time.
@@ -74,6 +77,7 @@ use waiting::{Wait, Waiting};
 pub(crate) use shutdown::ShutdownPolicy;
 
 pub(crate) mod commands;
+pub(crate) mod help;
 pub(crate) mod lead;
 pub(crate) mod shutdown;
 pub(crate) mod sweep;
@@ -269,7 +273,7 @@ impl Timer {
         let rung = {
             let mut queue = self.queue.lock();
             while !self.apply_commands(&mut queue, now) {}
-            hand_over_due(pool, &mut queue, now)
+            hand_over_due(pool, &mut queue, now, usize::MAX)
         };
         let alarms = !rung.is_empty();
         ring(rung, pool);
@@ -467,7 +471,7 @@ fn turn_locked(
 ) -> Option<Rest> {
     let timer = pool.timer();
     timer.apply_commands(queue, now());
-    *rung = hand_over_due(pool, queue, now());
+    *rung = hand_over_due(pool, queue, now(), usize::MAX);
     timer.sweep_if_due(queue, now());
     // Shut down first, stopped second: the state only moves forward, so
     // "shut down and not stopped" means a `shutdown` came before the
@@ -501,8 +505,9 @@ fn turn_locked(
     })
 }
 
-/// Pushes every due task on the injector (under the backend lock: see the
-/// module doc's invariants) and wakes a worker for them: right after the
+/// Pushes every due task on the injector (at most `most` due entries, for
+/// a poll's help: `help`; under the backend lock: see the module doc's
+/// invariants) and wakes a worker for them: right after the
 /// first push, so that the workers start on a large batch (a wheel's tick
 /// can hold thousands) while the rest is still being popped, and once more
 /// after the last, in case the first woken worker went back to sleep
@@ -518,11 +523,14 @@ fn turn_locked(
 /// [`ring`] once the lock is released: ringing one wakes a waker, user
 /// code, which may schedule (and wait for room in the command queue,
 /// under this lock) or do anything else.
-fn hand_over_due(pool: &impl Workers, queue: &mut Queue, now: Nanos) -> Vec<Entry> {
+fn hand_over_due(pool: &impl Workers, queue: &mut Queue, now: Nanos, most: usize) -> Vec<Entry> {
     let mut rung = Vec::new();
     let mut handed = 0;
     let mut popped = 0;
-    while let Some((_, entry)) = queue.pop_due(now) {
+    while popped < most {
+        let Some((_, entry)) = queue.pop_due(now) else {
+            break;
+        };
         popped += 1;
         if !entry.is_task() {
             rung.push(entry);
@@ -550,17 +558,21 @@ fn hand_over_due(pool: &impl Workers, queue: &mut Queue, now: Nanos) -> Vec<Entr
 
 /// Expires the alarms [`hand_over_due`] found due, on this thread, without
 /// the backend lock: each wakes its future's waker (a panic of which goes
-/// to the `on_panic` hook through `ctx`).
+/// to the `on_panic` hook through `ctx`). A timer future that a waker
+/// polls meanwhile does not help (`help::ringing`).
 fn ring(rung: Vec<Entry>, pool: &impl Workers) {
     let n = rung.len();
-    for entry in rung {
-        if let Some(job) = delayed::expire(entry, pool) {
-            unreachable!("only alarms are rung, and they have no job: {job:?}");
+    if n == 0 {
+        return;
+    }
+    help::ringing(|| {
+        for entry in rung {
+            if let Some(job) = delayed::expire(entry, pool) {
+                unreachable!("only alarms are rung, and they have no job: {job:?}");
+            }
         }
-    }
-    if n > 0 {
-        pool.rung(n);
-    }
+    });
+    pool.rung(n);
 }
 
 /// An entry that is never handed over: only its identity matters.
