@@ -11,7 +11,7 @@
 //! busy it waits for one, and every alarm due meanwhile waits with it. In
 //! the `sleep-future` workload (a million sleeps created on a tokio runtime
 //! in 2–3 s on two cores, due over the first second) the median sleep ended
-//! 83–368 ms late; tokio's own sleep, which its busy workers drive, 13–49
+//! 56–368 ms late; tokio's own sleep, which its busy workers drive, 12–49
 //! ms in the same runs. Each ring there wakes a tokio task from outside
 //! the runtime (a push on its shared queue, often a parked worker's
 //! wake-up), and the timer thread alone fell behind a million of them. A
