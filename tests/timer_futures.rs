@@ -25,6 +25,7 @@ const QUEUES: [fn() -> TimerQueue; 3] = [
 ];
 
 const MS: Duration = Duration::from_millis(1);
+const HOUR: Duration = Duration::from_secs(3600);
 
 /// A waker that counts its wakes.
 #[derive(Default)]
@@ -45,6 +46,12 @@ impl Counting {
 fn counting() -> (Arc<Counting>, Waker) {
     let counter = Arc::new(Counting::default());
     (counter.clone(), Waker::from(counter))
+}
+
+/// A waker nobody watches (`Waker::noop` is newer than the crate's
+/// minimum Rust version).
+fn noop_waker() -> Waker {
+    Waker::from(Arc::new(Counting::default()))
 }
 
 /// One poll of `future` with `waker`.
@@ -333,9 +340,18 @@ impl Wake for WokenOn {
     }
 }
 
+/// How long the sleep that holds the timer thread takes ([`HeldTimer`]),
+/// and the sleeps the tests make due while it is held: far enough apart
+/// that a loaded machine does not reorder them (a first poll later than
+/// the deadline ends the sleep without registering it; a registration
+/// that took longer than `DUE - HELD` would let the timer thread ring the
+/// others before it is held).
+const HELD: Duration = Duration::from_millis(20);
+const DUE: Duration = Duration::from_millis(200);
+
 /// The timer thread of a pool of one worker, held: the worker kept busy
 /// (so no idle worker takes the lead and the timer thread rings alarms
-/// itself), then a 1 ms sleep whose [`Holding`] waker holds the thread
+/// itself), then a sleep of [`HELD`] whose [`Holding`] waker holds the thread
 /// that rings it ([`hold`](Self::hold)). Dropped, it lets both go (also
 /// when a test fails: else the pool's drop would wait for them).
 struct HeldTimer {
@@ -360,12 +376,12 @@ impl HeldTimer {
         HeldTimer { holding, busy }
     }
 
-    /// Registers a sleep of 1 ms whose waker holds the thread that rings
+    /// Registers a sleep of [`HELD`] whose waker holds the thread that rings
     /// it, waits until it does, and checks that it is the timer thread.
     /// Register the other sleeps first: a poll of this thread after the
     /// deadline would help, ring it here, and be held.
     fn hold(&self, pool: &ScheduledExecutor) -> Sleep {
-        let mut sleep = pool.sleep(MS);
+        let mut sleep = pool.sleep(HELD);
         assert!(poll_once(&mut sleep, &Waker::from(self.holding.clone())).is_pending());
         assert!(eventually(|| self
             .holding
@@ -386,8 +402,23 @@ impl Drop for HeldTimer {
     }
 }
 
+/// Polls a new sleep once (a first poll, which helps a timer that is
+/// behind) every 5 ms until `done`, for at most 10 s: 2,000 sleeps, fewer
+/// than the timer's command queue holds, so that with the timer thread
+/// held and no help a test fails here instead of waiting for room in it.
+fn helped_until(pool: &ScheduledExecutor, mut done: impl FnMut() -> bool) -> bool {
+    for _ in 0..2_000 {
+        assert!(poll_once(&mut pool.sleep(HOUR), &noop_waker()).is_pending());
+        if done() {
+            return true;
+        }
+        std::thread::sleep(5 * MS);
+    }
+    done()
+}
+
 #[test]
-fn a_poll_rings_what_is_due_while_the_timer_thread_is_held() {
+fn a_first_poll_rings_what_is_due_while_the_timer_thread_is_held() {
     for queue in QUEUES {
         // The only worker is busy, so the timer thread leads (no idle
         // worker takes the lead) and rings the first alarm itself.
@@ -408,15 +439,16 @@ fn a_poll_rings_what_is_due_while_the_timer_thread_is_held() {
                 panic!("expected: a waker rung by a poll's help panicked");
             }
         }
-        let mut third = pool.sleep(30 * MS);
+        let mut third = pool.sleep(DUE);
         assert!(poll_once(&mut third, &Waker::from(Arc::new(Panicking))).is_pending());
-        let mut second = pool.sleep(30 * MS);
+        let mut second = pool.sleep(DUE);
         assert!(poll_once(&mut second, &waker).is_pending());
         let mut first = held.hold(&pool);
-        // The second falls due while the timer thread is held: a poll of
-        // it after its deadline rings it on the polling thread.
+        // The second falls due while the timer thread is held: the first
+        // poll of a new sleep after its deadline rings it on the polling
+        // thread (a re-poll does not help: `Sleep::register`).
         let start = Instant::now();
-        let ready = eventually(|| poll_once(&mut second, &waker).is_ready());
+        let ready = helped_until(&pool, || poll_once(&mut second, &waker).is_ready());
         assert!(ready, "{:?}: the second sleep never ended", queue());
         assert!(start.elapsed() < Duration::from_secs(5));
         let here = this_thread();
@@ -427,35 +459,36 @@ fn a_poll_rings_what_is_due_while_the_timer_thread_is_held() {
             queue()
         );
         assert!(eventually(|| panics.load(Ordering::SeqCst) == 1));
-        assert_eq!(poll_once(&mut third, Waker::noop()), Poll::Ready(()));
+        assert_eq!(poll_once(&mut third, &noop_waker()), Poll::Ready(()));
         // Let the timer thread go: the pool still times tasks.
         drop(held);
         assert_eq!(pool.schedule(|| 5, MS).unwrap().join().unwrap(), 5);
-        assert_eq!(poll_once(&mut first, Waker::noop()), Poll::Ready(()));
+        assert_eq!(poll_once(&mut first, &noop_waker()), Poll::Ready(()));
     }
 }
 
 #[test]
 fn a_waker_that_polls_a_sleep_does_not_make_the_help_nest() {
-    // Wakers rung by a poll's help that poll another sleep due: that poll
-    // must not help again from inside the ring (each nested help would
-    // ring the next waker, one stack frame deeper per due sleep).
+    // Wakers rung by a poll's help that poll a new sleep (a first poll,
+    // which helps): that poll must not help again from inside the ring
+    // (each nested help would ring the next waker, one stack frame deeper
+    // per due sleep).
     std::thread_local! {
         static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     }
-    struct PollsAnother {
-        probe: std::sync::Mutex<Sleep>,
+    struct PollsANewSleep {
+        pool: ScheduledExecutor,
         deepest: Arc<AtomicUsize>,
         woken: Arc<AtomicUsize>,
     }
-    impl Wake for PollsAnother {
+    impl Wake for PollsANewSleep {
         fn wake(self: Arc<Self>) {
             let depth = DEPTH.with(|d| {
                 d.set(d.get() + 1);
                 d.get()
             });
             self.deepest.fetch_max(depth, Ordering::SeqCst);
-            let _ = poll_once(&mut *self.probe.lock().unwrap(), Waker::noop());
+            let _ = poll_once(&mut self.pool.sleep(HOUR), &noop_waker());
             DEPTH.with(|d| d.set(d.get() - 1));
             self.woken.fetch_add(1, Ordering::SeqCst);
         }
@@ -464,34 +497,27 @@ fn a_waker_that_polls_a_sleep_does_not_make_the_help_nest() {
     let pool = common::pool(TimerQueue::heap(), 1);
     let held = HeldTimer::new(&pool);
     let (deepest, woken) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    // Every probe due after every sleep whose waker polls it: a probe is
-    // still pending when that waker polls it.
-    let due: Vec<Sleep> = (0..SLEEPS).map(|_| pool.sleep(30 * MS)).collect();
-    let probes: Vec<Sleep> = (0..SLEEPS).map(|_| pool.sleep(30 * MS)).collect();
     let mut sleeps = Vec::new();
-    for (mut sleep, mut probe) in due.into_iter().zip(probes) {
-        assert!(poll_once(&mut probe, Waker::noop()).is_pending());
-        let waker = Waker::from(Arc::new(PollsAnother {
-            probe: std::sync::Mutex::new(probe),
+    for _ in 0..SLEEPS {
+        let waker = Waker::from(Arc::new(PollsANewSleep {
+            pool: pool.clone(),
             deepest: deepest.clone(),
             woken: woken.clone(),
         }));
+        let mut sleep = pool.sleep(DUE);
         assert!(poll_once(&mut sleep, &waker).is_pending());
         sleeps.push(sleep);
     }
-    // The timer thread held, polls of a sleep due in an hour ring the
-    // rest, 64 at most a poll.
+    // The timer thread held, first polls of new sleeps ring the rest, 64
+    // at most a poll.
     let _first = held.hold(&pool);
-    let mut driver = pool.sleep(Duration::from_secs(3600));
-    assert!(eventually(|| {
-        let _ = poll_once(&mut driver, Waker::noop());
-        woken.load(Ordering::SeqCst) == SLEEPS
-    }));
+    assert!(helped_until(&pool, || woken.load(Ordering::SeqCst) == SLEEPS));
     assert_eq!(
         deepest.load(Ordering::SeqCst),
         1,
         "no ring nested in a ring"
     );
+    drop(sleeps);
 }
 
 #[test]

@@ -7,10 +7,10 @@
 //! They need no runtime of their own: a timer future registers with the
 //! executor's timer on its first poll, and when its deadline comes the
 //! timer thread wakes its waker right there, with no worker in between
-//! (nothing runs on the pool: the wake is all). A timer future polled
-//! while the timer is behind its deadline (its thread waits for a core
-//! that the runtime's threads keep busy) rings what is due itself, on the
-//! polling thread: a runtime that keeps every core busy is not held up by
+//! (nothing runs on the pool: the wake is all). A timer future first
+//! polled while the timer is behind its deadline (its thread waits for a
+//! core that the runtime's threads keep busy) rings what is due itself, on
+//! the polling thread: a runtime that keeps every core busy is not held up by
 //! the executor's timer thread. Dropped before its
 //! deadline, a timer future takes its entry out of the timer, as a
 //! cancelled task does: nothing is kept until the deadline. Polled again

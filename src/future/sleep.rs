@@ -3,7 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use crate::pool::Pool;
@@ -98,26 +98,9 @@ impl Sleep {
         if self.ended.is_some() {
             return Poll::Ready(());
         }
-        let ctx: &dyn TaskContext = &*self.pool;
-        let mut now = None;
         let rang = match &self.alarm {
-            Some(alarm) => alarm.poll(cx.waker(), ctx),
-            None if *now.insert(self.pool.timer.clock.now()) >= self.deadline => {
-                Some(Rang::AtDeadline)
-            }
-            None => {
-                let (alarm, entry) = CellArc::pair(Alarm::new(self.deadline));
-                if self.pool.set_alarm(entry) {
-                    // The timer may have rung it already: the registration
-                    // then says so (the waiter protocol of `state.rs`).
-                    let rang = alarm.poll(cx.waker(), ctx);
-                    self.alarm = Some(alarm);
-                    rang
-                } else {
-                    // Shut down: no timer left to wait for (module doc).
-                    Some(Rang::Discarded)
-                }
-            }
+            Some(alarm) => alarm.poll(cx.waker(), &*self.pool),
+            None => self.register(cx.waker()),
         };
         match rang {
             Some(rang) => {
@@ -125,17 +108,34 @@ impl Sleep {
                 self.alarm = None;
                 Poll::Ready(())
             }
-            None => {
-                // Still pending: if the timer is behind its deadline, ring
-                // what is due on this thread (`timer::driver::help`).
-                let clock = &self.pool.timer.clock;
-                if !clock.is_manual() {
-                    let now = now.unwrap_or_else(|| clock.now());
-                    help::help(&*self.pool, now);
-                }
-                Poll::Pending
-            }
+            None => Poll::Pending,
         }
+    }
+
+    /// The first poll: ends at once if the deadline has passed, else
+    /// registers with the timer; then, still pending, rings what is due if
+    /// the timer is behind (`timer::driver::help`). Only the first poll
+    /// helps: it has read the clock already, where a re-poll would pay a
+    /// read for it (11–15 ns a re-poll became 36–49 ns when every poll
+    /// helped; `benches/README.md`, "A poll helps").
+    fn register(&mut self, waker: &Waker) -> Option<Rang> {
+        let now = self.pool.timer.clock.now();
+        if now >= self.deadline {
+            return Some(Rang::AtDeadline);
+        }
+        let (alarm, entry) = CellArc::pair(Alarm::new(self.deadline));
+        if !self.pool.set_alarm(entry) {
+            // Shut down: no timer left to wait for (module doc).
+            return Some(Rang::Discarded);
+        }
+        // The timer may have rung it already: the registration then says
+        // so (the waiter protocol of `state.rs`).
+        let rang = alarm.poll(waker, &*self.pool);
+        self.alarm = Some(alarm);
+        if rang.is_none() && !self.pool.timer.clock.is_manual() {
+            help::help(&*self.pool, now);
+        }
+        rang
     }
 }
 

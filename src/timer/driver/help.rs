@@ -1,5 +1,5 @@
-//! A poll helps: a timer future polled while the timer is behind its
-//! deadline rings what is due on the polling thread.
+//! A poll helps: a timer future first polled while the timer is behind
+//! its deadline rings what is due on the polling thread.
 //!
 //! # Why
 //!
@@ -22,7 +22,9 @@
 //! # What it does
 //!
 //! A [`Sleep`](crate::future::Sleep) (and so a `Timeout`, an `Interval`)
-//! that is still pending after its poll calls [`help`] with the time:
+//! still pending after its first poll, the one that registers it, calls
+//! [`help`] with the time that poll read (a re-poll does not help: it
+//! would pay a clock read for it, `Sleep::register`):
 //!
 //! * Nothing if the holder of the lead sleeps until a deadline still ahead
 //!   (`armed`): nothing is due that it will not hand over in time. Else
@@ -109,7 +111,8 @@ pub(super) fn ringing<R>(ring_them: impl FnOnce() -> R) -> R {
 }
 
 /// Hands over what is due at `now` if the holder of the lead is behind
-/// (module doc). Called by a timer future's poll that stays pending.
+/// (module doc). Called by a timer future's first poll that stays
+/// pending.
 pub(crate) fn help(pool: &impl Workers, now: Nanos) {
     let timer = pool.timer();
     let armed = timer.armed.load(Ordering::Relaxed);

@@ -23,7 +23,7 @@
 //!   timer holds, and why no user code runs under the backend lock.
 //! * `lead`: an idle worker waits for time and runs what falls due; the
 //!   timer thread watches it, and takes the lead back when it is stuck.
-//! * `help`: a timer future polled while the holder of the lead is
+//! * `help`: a timer future first polled while the holder of the lead is
 //!   behind its deadline hands over what is due itself, and rings the
 //!   alarms on the polling thread.
 //! * `waiting`: how the holder of the lead waits for its next deadline
