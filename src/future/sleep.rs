@@ -89,7 +89,8 @@ impl Sleep {
     fn cancel(&mut self) {
         if let Some(alarm) = self.alarm.take() {
             let ctx: &dyn TaskContext = &*self.pool;
-            alarm.cancel(ctx);
+            // SAFETY: this future is the alarm's only poller (`&mut self`).
+            unsafe { alarm.cancel(ctx) };
         }
     }
 
@@ -99,7 +100,8 @@ impl Sleep {
             return Poll::Ready(());
         }
         let rang = match &self.alarm {
-            Some(alarm) => alarm.poll(cx.waker(), &*self.pool),
+            // SAFETY: this future is the alarm's only poller (`&mut self`).
+            Some(alarm) => unsafe { alarm.poll(cx.waker(), &*self.pool) },
             None => self.register(cx.waker()),
         };
         match rang {
@@ -123,14 +125,17 @@ impl Sleep {
         if now >= self.deadline {
             return Some(Rang::AtDeadline);
         }
-        let (alarm, entry) = CellArc::pair(Alarm::new(self.deadline));
+        // Registered before the timer sees it (`task/alarm.rs`): no locked
+        // instruction for the waker.
+        let (alarm, entry) = CellArc::pair(Alarm::waiting(self.deadline, waker.clone()));
         if !self.pool.set_alarm(entry) {
             // Shut down: no timer left to wait for (module doc).
+            // SAFETY: the pool dropped its reference: the alarm is ours.
+            unsafe { alarm.refused(&*self.pool) };
             return Some(Rang::Discarded);
         }
-        // The timer may have rung it already: the registration then says
-        // so (the waiter protocol of `state.rs`).
-        let rang = alarm.poll(waker, &*self.pool);
+        // The timer may have rung it already.
+        let rang = alarm.rang();
         self.alarm = Some(alarm);
         if rang.is_none() && !self.pool.timer.clock.is_manual() {
             help::help(&*self.pool, now);

@@ -37,7 +37,8 @@ struct Waiting<'a>(&'a Alarm, &'a dyn TaskContext);
 impl std::future::Future for Waiting<'_> {
     type Output = Rang;
     fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Rang> {
-        match self.0.poll(cx.waker(), self.1) {
+        // SAFETY: this future is the alarm's only poller (`&mut self`).
+        match unsafe { self.0.poll(cx.waker(), self.1) } {
             Some(rang) => Poll::Ready(rang),
             None => Poll::Pending,
         }
@@ -55,7 +56,8 @@ fn poll_vs_expiry() {
         };
         let replaced = StdArc::new(Counting(AtomicUsize::new(0)));
         let first = Waker::from(StdArc::clone(&replaced));
-        let early = alarm.poll(&first, &*pool);
+        // SAFETY: the main thread is the alarm's only poller.
+        let early = unsafe { alarm.poll(&first, &*pool) };
         drop(first);
         let rang = match early {
             Some(rang) => rang,
@@ -76,13 +78,15 @@ fn drop_vs_expiry() {
         let alarm = CellArc::new(Alarm::new(5));
         let counter = StdArc::new(Counting(AtomicUsize::new(0)));
         let waker = Waker::from(StdArc::clone(&counter));
-        assert_eq!(alarm.poll(&waker, &*pool), None);
+        // SAFETY: the main thread is the alarm's only poller.
+        assert_eq!(unsafe { alarm.poll(&waker, &*pool) }, None);
         drop(waker);
         let timer = {
             let (pool, alarm) = (Arc::clone(&pool), CellArc::clone(&alarm));
             thread::spawn(move || alarm.ring(&*pool))
         };
-        let cancelled = alarm.cancel(&*pool);
+        // SAFETY: as above (the future's drop).
+        let cancelled = unsafe { alarm.cancel(&*pool) };
         let rung = timer.join().unwrap();
         assert!(cancelled != rung, "exactly one wins");
         assert_eq!(counter.0.load(Ordering::SeqCst), usize::from(rung));

@@ -18,7 +18,6 @@ use std::task::{Wake, Waker};
 use crate::loom_model::support::{bare_pool, model};
 use crate::sync::{thread, Arc, AtomicUsize, CellArc, Ordering, StdArc};
 use crate::task::alarm::{Alarm, Rang};
-use crate::task::context::TaskContext;
 use crate::time::Nanos;
 use crate::timer::driver::help::help;
 use crate::timer::driver::{turn, Turn};
@@ -51,10 +50,9 @@ fn help_vs_a_turn() {
         let (pool, _) = bare_pool(1, Default::default());
         let wakes = StdArc::new(Counting(AtomicUsize::new(0)));
         let waker = Waker::from(StdArc::clone(&wakes));
-        let (alarm, entry) = CellArc::pair(Alarm::new(DUE));
+        // Registered before it is shared, as a sleep's first poll does.
+        let (alarm, entry) = CellArc::pair(Alarm::waiting(DUE, waker));
         assert!(pool.set_alarm(entry));
-        let ctx: &dyn TaskContext = &*pool;
-        assert_eq!(alarm.poll(&waker, ctx), None);
         // The timer thread places it (a turn at 0: it sleeps until DUE).
         place(&pool, DUE);
         let timer = {

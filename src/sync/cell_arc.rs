@@ -41,15 +41,21 @@ use std::ops::Deref;
 use std::ptr::{self, NonNull};
 
 use super::recycle;
-use super::{fence, AtomicUsize, Ordering};
+use super::{fence, AtomicU32, Ordering};
 
 /// The block a [`CellArc`] points to: the counts, then the value.
+///
+/// The counts are 32 bits each, 8 bytes together where two `usize`s were
+/// 16: a scheduled task's block is 64 bytes, an alarm's 40 (a 48-byte
+/// chunk of the allocator where it was 64). More than [`MAX_REFS`]
+/// references to one cell would take 2^31 handles; the count aborts there
+/// (std's `Arc` aborts at `isize::MAX`, the same limit on 32-bit targets).
 #[repr(C)]
 pub(crate) struct ArcInner<T: ?Sized> {
-    strong: AtomicUsize,
+    strong: AtomicU32,
     /// The [`CellWeak`]s, plus one held by all the strong references
     /// together (std's scheme): the block is freed when this reaches zero.
-    weak: AtomicUsize,
+    weak: AtomicU32,
     value: T,
 }
 
@@ -82,13 +88,13 @@ unsafe impl<T: ?Sized + Send + Sync> Sync for CellWeak<T> {}
 impl<T: ?Sized> Unpin for CellArc<T> {}
 
 /// More references than this is a leak of references (std's `Arc` has
-/// the same limit): abort rather than let a count wrap.
-const MAX_REFS: usize = isize::MAX as usize;
+/// the same limit on 32-bit targets): abort rather than let a count wrap.
+const MAX_REFS: u32 = i32::MAX as u32;
 
 /// Adds one to a count whose holder already has a reference (`Relaxed`:
 /// module doc).
 #[inline]
-fn add_ref(count: &AtomicUsize) {
+fn add_ref(count: &AtomicU32) {
     if count.fetch_add(1, Ordering::Relaxed) > MAX_REFS {
         std::process::abort();
     }
@@ -114,14 +120,14 @@ impl<T> CellArc<T> {
 
     /// A fresh block holding `value`, with a strong count of `refs`: the
     /// caller makes that many `CellArc`s of it.
-    fn with_refs(value: T, refs: usize) -> Self {
+    fn with_refs(value: T, refs: u32) -> Self {
         let ptr = recycle::alloc(Layout::new::<ArcInner<T>>()).cast::<ArcInner<T>>();
         // SAFETY: `ptr` is a fresh block of `ArcInner<T>`'s layout, owned
         // by nobody else.
         unsafe {
             ptr.as_ptr().write(ArcInner {
-                strong: AtomicUsize::new(refs),
-                weak: AtomicUsize::new(1),
+                strong: AtomicU32::new(refs),
+                weak: AtomicU32::new(1),
                 value,
             })
         };
@@ -140,8 +146,8 @@ impl<T> CellArc<T> {
         // SAFETY: a fresh block, owned by nobody else: the counts are
         // written, the value not yet (no strong reference reads it).
         unsafe {
-            ptr::addr_of_mut!((*raw).strong).write(AtomicUsize::new(0));
-            ptr::addr_of_mut!((*raw).weak).write(AtomicUsize::new(1));
+            ptr::addr_of_mut!((*raw).strong).write(AtomicU32::new(0));
+            ptr::addr_of_mut!((*raw).weak).write(AtomicU32::new(1));
         }
         // The strong references' weak one, until the value is there (if
         // `make` panics, its drop frees the block).
@@ -236,7 +242,7 @@ impl<T: ?Sized> CellArc<T> {
     /// The number of strong references (for tests: it may change at once).
     #[cfg(all(test, not(loom)))]
     pub(crate) fn strong_count(this: &Self) -> usize {
-        this.inner().strong.load(Ordering::Relaxed)
+        this.inner().strong.load(Ordering::Relaxed) as usize
     }
 
     fn inner(&self) -> &ArcInner<T> {
@@ -352,10 +358,10 @@ impl<T: ?Sized> CellWeak<T> {
 
     /// The number of strong references: zero once the value is gone.
     pub(crate) fn strong_count(&self) -> usize {
-        self.strong().load(Ordering::Relaxed)
+        self.strong().load(Ordering::Relaxed) as usize
     }
 
-    fn strong(&self) -> &AtomicUsize {
+    fn strong(&self) -> &AtomicU32 {
         // SAFETY: this weak reference keeps the block (and its counts).
         unsafe { &(*self.ptr.as_ptr()).strong }
     }
@@ -534,11 +540,11 @@ mod tests {
 
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn a_reference_is_a_pointer_and_the_block_has_two_count_words() {
+    fn a_reference_is_a_pointer_and_the_counts_one_word() {
         assert_eq!(std::mem::size_of::<CellArc<u64>>(), 8);
         assert_eq!(std::mem::size_of::<Option<CellArc<u64>>>(), 8);
         assert_eq!(std::mem::size_of::<CellArc<dyn Named>>(), 16);
-        assert_eq!(std::mem::size_of::<ArcInner<u64>>(), 24);
+        assert_eq!(std::mem::size_of::<ArcInner<u64>>(), 16);
     }
 }
 

@@ -173,8 +173,9 @@ mod tests {
     /// The cell of a scheduled task whose closure captures nothing and
     /// returns `()`: the state word and waiter slot (32 bytes), one slot
     /// for the closure or its output (16: a panic payload), the deadline
-    /// (8). With the `CellArc` counts that is 72 bytes, an 80-byte block for
-    /// glibc's malloc; 8 bytes more would make it 96.
+    /// (8). With the `CellArc` counts that is 64 bytes, an 80-byte chunk of
+    /// glibc's malloc (its size word and 16-byte rounding); 8 bytes more
+    /// would make it 80 bytes, a 96-byte chunk.
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn a_scheduled_task_cell_stays_small() {
