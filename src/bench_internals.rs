@@ -3,16 +3,12 @@
 //! `benches/ticks.rs`). Behind the `bench-internals` feature and hidden
 //! from the docs: not part of the public API, no stability promised.
 
-use crate::timer::queue::{self as timer, DelayQueue};
+use crate::timer::queue::DelayQueue;
 use crate::timer::TimerQueue;
 
 /// One backend of the kind a [`TimerQueue`] names, holding `u64` values,
 /// behind the same dynamic dispatch the timer thread uses.
 pub struct Backend(Box<dyn DelayQueue<u64> + Send>);
-
-/// The address of one entry (see [`Backend::remove`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Key(timer::Key);
 
 impl std::fmt::Debug for Backend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -28,18 +24,13 @@ impl Backend {
 
     /// Adds `value`, due at `deadline` (nanoseconds; `now` is the current
     /// time and never decreases between calls).
-    pub fn insert(&mut self, now: u64, deadline: u64, value: u64) -> Key {
-        Key(self.0.insert(now, deadline, value))
-    }
-
-    /// Removes the entry `key` addresses, if it is still there.
-    pub fn remove(&mut self, key: Key) -> Option<u64> {
-        self.0.remove(key.0)
+    pub fn insert(&mut self, now: u64, deadline: u64, value: u64) {
+        self.0.insert(now, deadline, value)
     }
 
     /// Removes one entry due at `now`, earliest first.
     pub fn pop_due(&mut self, now: u64) -> Option<u64> {
-        self.0.pop_due(now).map(|(_, value)| value)
+        self.0.pop_due(now)
     }
 
     /// Removes every entry whose value `dead` selects (the timer thread's

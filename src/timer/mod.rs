@@ -58,9 +58,10 @@ pub const MAX_WHEEL_TICK: Duration = Duration::from_secs(3600);
 pub const MAX_WHEEL_SLOTS: usize = hashed_wheel::MAX_SLOTS;
 
 impl TimerQueue {
-    /// An indexed 4-ary heap (the JDK's `DelayedWorkQueue`, improved):
-    /// exact deadlines (no tick), insertion order among equal deadlines,
-    /// O(log n) insert and cancel. The default.
+    /// A 4-ary heap (the JDK's `DelayedWorkQueue`, improved): exact
+    /// deadlines (no tick), insertion order among equal deadlines, O(log n)
+    /// insert and pop; a cancel is counted and swept out with the others.
+    /// The default.
     pub fn heap() -> Self {
         TimerQueue(Backend::Heap)
     }
@@ -177,7 +178,7 @@ impl TimerQueue {
     /// A fresh, empty backend of this kind (the settings were validated).
     pub(crate) fn build<T: Send + 'static>(self) -> Box<dyn DelayQueue<T> + Send> {
         match self.0 {
-            Backend::Heap => Box::new(heap::IndexedHeap::default()),
+            Backend::Heap => Box::new(heap::Heap::default()),
             Backend::HashedWheel { tick, slots } => Box::new(hashed_wheel::HashedWheel::new(
                 clock::nanos(tick),
                 slots.next_power_of_two(),

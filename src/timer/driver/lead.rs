@@ -348,7 +348,7 @@ pub(crate) fn lead_turn(
             || queue.next_due().is_some_and(|due| {
                 now.saturating_sub(due) >= SHARE_IF_LATE.saturating_add(queue.granularity())
             });
-        while let Some((_, entry)) = queue.pop_due(now) {
+        while let Some(entry) = queue.pop_due(now) {
             popped += 1;
             if entry.is_task() {
                 take(delayed::into_job(entry));

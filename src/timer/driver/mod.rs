@@ -528,7 +528,7 @@ fn hand_over_due(pool: &impl Workers, queue: &mut Queue, now: Nanos, most: usize
     let mut handed = 0;
     let mut popped = 0;
     while popped < most {
-        let Some((_, entry)) = queue.pop_due(now) else {
+        let Some(entry) = queue.pop_due(now) else {
             break;
         };
         popped += 1;

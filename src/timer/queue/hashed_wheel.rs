@@ -150,8 +150,16 @@ const PREFETCH_AHEAD: usize = 8;
 struct Entry<T> {
     value: T,
     /// The bucket its item is in.
+    // Read only by the removal by key, which only the tests make since the
+    // timer sweeps instead (issue 35): it goes with that removal, when the
+    // wheels' entries become intrusive (lever 4).
+    #[cfg_attr(not(all(test, not(loom))), allow(dead_code))]
     bucket: u32,
     /// The position of its item in the bucket's vector.
+    // Read only by the removal by key, which only the tests make since the
+    // timer sweeps instead (issue 35): it goes with that removal, when the
+    // wheels' entries become intrusive (lever 4).
+    #[cfg_attr(not(all(test, not(loom))), allow(dead_code))]
     pos: u32,
 }
 
@@ -372,8 +380,13 @@ impl<T> HashedWheel<T> {
     }
 }
 
-impl<T> DelayQueue<T> for HashedWheel<T> {
-    fn insert(&mut self, _now: Nanos, deadline: Nanos, value: T) -> Key {
+/// The keyed operations: the trait's `insert` and `pop_due` without the
+/// address, and a removal by address (the tests', and the property test's
+/// reference for the wheels' structure).
+impl<T> HashedWheel<T> {
+    /// Adds `value`, due at `deadline` (as [`DelayQueue::insert`]), and
+    /// returns its address.
+    pub(crate) fn insert(&mut self, _now: Nanos, deadline: Nanos, value: T) -> Key {
         let due = self.due_tick(deadline);
         let b = self.bucket_of(due);
         let pos = self.buckets[b].end();
@@ -397,7 +410,10 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         key
     }
 
-    fn remove(&mut self, key: Key) -> Option<T> {
+    /// Removes the entry `key` addresses; `None` if it is no longer there
+    /// (a stale key removes nothing). The tests' only: the timer sweeps.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
         let entry = self.slab.remove(key)?;
         let (b, pos) = (entry.bucket as usize, entry.pos as usize);
         if self.earliest_at.get() == entry.pos {
@@ -408,7 +424,8 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         Some(entry.value)
     }
 
-    fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)> {
+    /// As [`DelayQueue::pop_due`], with the popped entry's address.
+    pub(crate) fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)> {
         let (due, pos) = self.earliest()?;
         if self.start_of(due) > now {
             return None;
@@ -430,7 +447,16 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         self.take_item(b, pos);
         Some((key, entry.value))
     }
+}
 
+impl<T> DelayQueue<T> for HashedWheel<T> {
+    fn insert(&mut self, now: Nanos, deadline: Nanos, value: T) {
+        HashedWheel::insert(self, now, deadline, value);
+    }
+
+    fn pop_due(&mut self, now: Nanos) -> Option<T> {
+        HashedWheel::pop_due(self, now).map(|(_, value)| value)
+    }
     fn granularity(&self) -> Nanos {
         self.tick
     }
@@ -462,14 +488,6 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         // Stable: within a due tick, bucket order, that is insertion order.
         all.sort_by_key(|&(due, _)| due);
         all.into_iter().map(|(_, value)| value).collect()
-    }
-
-    fn slots(&self) -> usize {
-        self.slab.slot_count()
-    }
-
-    fn key_in_slot_if(&self, slot: usize, pred: &mut dyn FnMut(&T) -> bool) -> Option<Key> {
-        self.slab.key_in_slot_if(slot, |entry| pred(&entry.value))
     }
 
     /// Two sequential passes. The first walks the slab in slot order,

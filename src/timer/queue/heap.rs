@@ -1,40 +1,45 @@
-//! The indexed heap backend: a 4-ary min-heap whose entries know their
-//! position, the JDK's `DelayedWorkQueue` improved.
+//! The heap backend: a 4-ary min-heap, the JDK's `DelayedWorkQueue`
+//! improved.
 //!
 //! * **Exact**: entries are popped at their deadline, not rounded to a tick.
 //! * **FIFO among equal deadlines**: the heap orders by `(deadline, seq)`,
 //!   `seq` counting insertions (the JDK's tie-break; the JDK 25 delay
 //!   scheduler has none). `seq` is 32 bits: before it would wrap, the
-//!   entries are renumbered in their order (once per 2^32 inserts, O(n log
-//!   n), no allocation), so the order among equal deadlines never breaks.
-//! * **Removal in O(log n)** by [`Key`]: each entry's position in the heap
-//!   array is recorded (the JDK's `heapIndex`, kept in a dense array of its
-//!   own), so an entry leaves from the middle of the heap at once instead
-//!   of waiting for its deadline.
+//!   entries are renumbered in their order (once per 2^32 inserts, an
+//!   in-place heapsort, O(n log n), no allocation), so the order among
+//!   equal deadlines never breaks.
+//! * **The entries live in the heap**, in an array beside the ordering
+//!   keys and moved with them: an entry costs 16 bytes of key and its own
+//!   size (16 for the timer's `CellArc<dyn Delayed>`), 32 bytes, and a pop
+//!   reads no other memory. There is no removal by key: the timer never
+//!   removes one entry (a cancel is counted, and a sweep takes the dead
+//!   entries out in one pass, [`DelayQueue::remove_where`], then rebuilds
+//!   the heap in O(n)). Until issue 35 the entries lived in a slab and the
+//!   heap recorded each one's position for a removal by key nothing made:
+//!   44 bytes an entry (a 16-byte item, a 24-byte slot, a 4-byte position)
+//!   and a slab line read at every pop.
 //! * **4-ary**: half the depth of a binary heap, and the four children of a
-//!   node sit in one or two cache lines; the heap array holds the ordering
-//!   keys inline (`deadline`, `seq`, slot: 16 bytes, so four siblings
-//!   span 64 bytes), so sifting compares without touching the entries.
+//!   node sit in one or two cache lines; the ordering keys are an array of
+//!   their own (`deadline`, `seq`: 16 bytes, so four siblings span 64
+//!   bytes), so sifting compares without touching the entries.
 //! * **A sift down selects, it does not branch**: which of four children
 //!   is earliest is a coin toss, so it is found by selects (no mispredicted
 //!   branch), and the children of all four are prefetched, since the CPU no
 //!   longer guesses the winner and loads its children early (measured
 //!   against a sift down that branches: `benches/README.md`, "The heap: a
 //!   sift down that selects").
-//! * Memory is given back: the array shrinks when it is mostly empty, and
-//!   the slab frees its slots when the last entry leaves.
+//! * Memory is given back: both arrays shrink when they are mostly empty.
 
-use super::{DelayQueue, Key, Nanos, Slab};
+use super::{DelayQueue, Nanos};
 
 /// Children per node.
 const ARITY: usize = 4;
 
-/// One heap position: the ordering key and where the entry lives.
+/// The ordering key of one heap position.
 #[derive(Clone, Copy, Debug)]
 struct Item {
     deadline: Nanos,
     seq: u32,
-    slot: u32,
 }
 
 impl Item {
@@ -52,41 +57,30 @@ impl Item {
     }
 }
 
-/// The indexed 4-ary heap (see the module doc).
+/// The 4-ary heap (see the module doc). `heap[i]` orders `values[i]`: the
+/// two arrays always have the same length, and every move of an item moves
+/// its value with it.
 #[derive(Debug)]
-pub(crate) struct IndexedHeap<T> {
+pub(crate) struct Heap<T> {
     heap: Vec<Item>,
-    slab: Slab<T>,
-    /// For each slab slot, the index of its item in the heap array (the
-    /// JDK's `heapIndex`). Kept apart from the slab, 4 bytes a slot: a
-    /// sift writes one position per level, and in this dense array those
-    /// writes hit the cache, where a write into the slab's entries would
-    /// first load a random line of it.
-    positions: Vec<u32>,
+    values: Vec<T>,
     /// The `seq` of the next insert; never `u32::MAX` once an insert
     /// took it (see [`renumber`](Self::renumber)).
     next_seq: u32,
 }
 
-impl<T> Default for IndexedHeap<T> {
+impl<T> Default for Heap<T> {
     fn default() -> Self {
-        IndexedHeap {
+        Heap {
             heap: Vec::new(),
-            slab: Slab::default(),
-            positions: Vec::new(),
+            values: Vec::new(),
             next_seq: 0,
         }
     }
 }
 
-impl<T> IndexedHeap<T> {
-    /// Puts `item` at `pos` and tells its entry.
-    #[inline]
-    fn place(&mut self, pos: usize, item: Item) {
-        self.heap[pos] = item;
-        self.positions[item.slot as usize] = pos as u32;
-    }
-
+impl<T> Heap<T> {
+    /// Moves the item at `pos` up to its place.
     fn sift_up(&mut self, mut pos: usize) {
         let item = self.heap[pos];
         while pos > 0 {
@@ -94,16 +88,16 @@ impl<T> IndexedHeap<T> {
             if !item.before(&self.heap[parent]) {
                 break;
             }
-            let moved = self.heap[parent];
-            self.place(pos, moved);
+            self.heap[pos] = self.heap[parent];
+            self.values.swap(pos, parent);
             pos = parent;
         }
-        self.place(pos, item);
+        self.heap[pos] = item;
     }
 
-    fn sift_down(&mut self, mut pos: usize) {
+    /// Moves the item at `pos` down to its place among the first `len`.
+    fn sift_down(&mut self, mut pos: usize, len: usize) {
         let item = self.heap[pos];
-        let len = self.heap.len();
         loop {
             let first = pos * ARITY + 1;
             if first >= len {
@@ -118,11 +112,11 @@ impl<T> IndexedHeap<T> {
             if !self.heap[best].before(&item) {
                 break;
             }
-            let moved = self.heap[best];
-            self.place(pos, moved);
+            self.heap[pos] = self.heap[best];
+            self.values.swap(pos, best);
             pos = best;
         }
-        self.place(pos, item);
+        self.heap[pos] = item;
     }
 
     /// Asks for the children of the four items from `first` (sixteen
@@ -177,78 +171,84 @@ impl<T> IndexedHeap<T> {
         })
     }
 
-    /// Gives the items the sequence numbers `0..len` in their order, so
-    /// that `seq` does not wrap (it would put a later insert before an
-    /// earlier one with the same deadline). A sorted array is a heap, so
-    /// the heap stays valid; sorting in place allocates nothing.
-    #[cold]
-    fn renumber(&mut self) {
-        self.heap.sort_unstable_by_key(Item::key);
-        for pos in 0..self.heap.len() {
-            let mut item = self.heap[pos];
-            item.seq = pos as u32;
-            self.place(pos, item);
-        }
-        self.next_seq = self.heap.len() as u32;
-    }
-
-    /// Removes the item at `pos` from the heap array (its entry is already
-    /// out of the slab).
-    fn remove_at(&mut self, pos: usize) {
-        let last = self.heap.pop().expect("the heap holds the item");
-        if pos < self.heap.len() {
-            self.heap[pos] = last;
-            if pos > 0 && last.before(&self.heap[(pos - 1) / ARITY]) {
-                self.sift_up(pos);
-            } else {
-                self.sift_down(pos);
+    /// Makes the first `len` items a heap (Floyd's: sift down every inner
+    /// node, the last first; O(len)).
+    fn heapify(&mut self, len: usize) {
+        if len > 1 {
+            for pos in (0..=(len - 2) / ARITY).rev() {
+                self.sift_down(pos, len);
             }
         }
-        if self.heap.capacity() > 64 && self.heap.len() < self.heap.capacity() / 4 {
-            self.heap.shrink_to(self.heap.capacity() / 2);
+    }
+
+    /// Gives the items the sequence numbers `0..len` in their order, so
+    /// that `seq` does not wrap (it would put a later insert before an
+    /// earlier one with the same deadline). A heapsort in place (each
+    /// earliest item moved behind the shrinking heap, then the array
+    /// reversed: sorted, so a heap), which allocates nothing.
+    #[cold]
+    fn renumber(&mut self) {
+        let len = self.heap.len();
+        for end in (1..len).rev() {
+            self.heap.swap(0, end);
+            self.values.swap(0, end);
+            self.sift_down(0, end);
+        }
+        self.heap.reverse();
+        self.values.reverse();
+        for (seq, item) in self.heap.iter_mut().enumerate() {
+            item.seq = seq as u32;
+        }
+        self.next_seq = len as u32;
+    }
+
+    /// Removes the item at `pos` and returns its value.
+    fn remove_at(&mut self, pos: usize) -> T {
+        let last = self.heap.len() - 1;
+        self.heap.swap(pos, last);
+        self.values.swap(pos, last);
+        self.heap.pop();
+        let value = self.values.pop().expect("as long as the heap");
+        if pos < last {
+            if pos > 0 && self.heap[pos].before(&self.heap[(pos - 1) / ARITY]) {
+                self.sift_up(pos);
+            } else {
+                self.sift_down(pos, last);
+            }
+        }
+        self.give_back();
+        value
+    }
+
+    /// Shrinks both arrays to twice their length when they are less than
+    /// a quarter full (an emptied heap frees them).
+    fn give_back(&mut self) {
+        let capacity = self.heap.capacity();
+        if capacity > 64 && self.heap.len() < capacity / 4 {
+            self.heap.shrink_to(self.heap.len() * 2);
+            self.values.shrink_to(self.heap.len() * 2);
         }
     }
 }
 
-impl<T> DelayQueue<T> for IndexedHeap<T> {
-    fn insert(&mut self, _now: Nanos, deadline: Nanos, value: T) -> Key {
-        let pos = self.heap.len();
-        let key = self.slab.insert(value);
-        if self.positions.len() < self.slab.slot_count() {
-            self.positions.resize(self.slab.slot_count(), 0);
-        }
+impl<T> DelayQueue<T> for Heap<T> {
+    fn insert(&mut self, _now: Nanos, deadline: Nanos, value: T) {
         if self.next_seq == u32::MAX {
             self.renumber();
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Item {
-            deadline,
-            seq,
-            slot: key.slot,
-        });
+        let pos = self.heap.len();
+        self.heap.push(Item { deadline, seq });
+        self.values.push(value);
         self.sift_up(pos);
-        key
     }
 
-    fn remove(&mut self, key: Key) -> Option<T> {
-        let value = self.slab.remove(key)?;
-        self.remove_at(self.positions[key.slot as usize] as usize);
-        if self.slab.slot_count() == 0 {
-            // The slab freed its slots (it was emptied): so do the positions.
-            self.positions = Vec::new();
-        }
-        Some(value)
-    }
-
-    fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)> {
-        let top = *self.heap.first()?;
-        if top.deadline > now {
+    fn pop_due(&mut self, now: Nanos) -> Option<T> {
+        if self.heap.first()?.deadline > now {
             return None;
         }
-        let key = self.slab.key_at(top.slot);
-        let value = self.remove(key)?;
-        Some((key, value))
+        Some(self.remove_at(0))
     }
 
     fn next_due(&self) -> Option<Nanos> {
@@ -256,24 +256,43 @@ impl<T> DelayQueue<T> for IndexedHeap<T> {
     }
 
     fn len(&self) -> usize {
-        self.slab.len()
+        self.heap.len()
     }
 
     fn drain(&mut self) -> Vec<T> {
         let mut all = Vec::with_capacity(self.len());
-        while let Some(top) = self.heap.first() {
-            let key = self.slab.key_at(top.slot);
-            all.extend(self.remove(key));
+        while !self.heap.is_empty() {
+            all.push(self.remove_at(0));
         }
         all
     }
 
-    fn slots(&self) -> usize {
-        self.slab.slot_count()
-    }
-
-    fn key_in_slot_if(&self, slot: usize, pred: &mut dyn FnMut(&T) -> bool) -> Option<Key> {
-        self.slab.key_in_slot_if(slot, |value| pred(value))
+    /// One pass that moves the live entries to the front (`dead` is the
+    /// crate's own check, which does not panic),
+    /// a heap rebuilt over them (O(n)), then the dead ones handed out from
+    /// the back: by then the heap is whole, so a panic in `removed` leaves
+    /// it valid (the vector's drain drops the rest).
+    fn remove_where(
+        &mut self,
+        dead: &mut dyn FnMut(&T) -> bool,
+        removed: &mut dyn FnMut(T),
+    ) -> usize {
+        let len = self.heap.len();
+        let mut kept = 0;
+        for pos in 0..len {
+            if !dead(&self.values[pos]) {
+                self.heap.swap(kept, pos);
+                self.values.swap(kept, pos);
+                kept += 1;
+            }
+        }
+        self.heap.truncate(kept);
+        self.heapify(kept);
+        for value in self.values.drain(kept..) {
+            removed(value);
+        }
+        self.give_back();
+        len - kept
     }
 
     #[cfg(all(test, not(loom)))]
@@ -286,52 +305,78 @@ impl<T> DelayQueue<T> for IndexedHeap<T> {
 mod tests {
     use super::*;
 
+    fn pop_all<T>(q: &mut Heap<T>, now: Nanos) -> Vec<T> {
+        std::iter::from_fn(|| q.pop_due(now)).collect()
+    }
+
     #[test]
     fn pops_in_deadline_order_then_insertion_order() {
-        let mut q = IndexedHeap::default();
+        let mut q = Heap::default();
         for (i, d) in [50u64, 10, 30, 10, 20, 10].into_iter().enumerate() {
             q.insert(0, d, i);
         }
         assert_eq!(q.next_due(), Some(10));
         assert!(q.pop_due(9).is_none());
-        let order: Vec<usize> = std::iter::from_fn(|| q.pop_due(100).map(|(_, v)| v)).collect();
-        assert_eq!(order, [1, 3, 5, 4, 2, 0]);
+        assert_eq!(pop_all(&mut q, 100), [1, 3, 5, 4, 2, 0]);
         assert_eq!(q.len(), 0);
         assert_eq!(q.next_due(), None);
     }
 
     #[test]
-    fn removal_by_key_keeps_the_heap_valid_and_ignores_stale_keys() {
-        let mut q = IndexedHeap::default();
-        let keys: Vec<Key> = (0..100u64)
-            .map(|i| q.insert(0, (i * 37) % 101, i))
-            .collect();
-        for (i, k) in keys.iter().enumerate().filter(|(i, _)| i % 3 == 0) {
-            assert_eq!(q.remove(*k), Some(i as u64));
-            assert_eq!(q.remove(*k), None, "removing twice");
+    fn a_sweep_keeps_the_heap_valid_and_hands_out_each_dead_entry_once() {
+        let mut q = Heap::default();
+        for i in 0..1_000u64 {
+            q.insert(0, (i * 37) % 101, i);
         }
-        let mut last = 0;
-        while let Some((_, v)) = q.pop_due(u64::MAX) {
+        let mut out = Vec::new();
+        let swept = q.remove_where(&mut |v| v % 3 == 0, &mut |v| out.push(v));
+        out.sort_unstable();
+        assert_eq!(swept, 334);
+        assert_eq!(out, (0..1_000).filter(|v| v % 3 == 0).collect::<Vec<_>>());
+        let mut last = (0, 0);
+        for v in pop_all(&mut q, u64::MAX) {
             assert_ne!(v % 3, 0);
-            let d = (v * 37) % 101;
-            assert!(d >= last);
-            last = d;
+            let at = ((v * 37) % 101, v);
+            assert!(at > last, "{at:?} after {last:?}");
+            last = at;
         }
     }
 
     #[test]
-    fn an_item_is_sixteen_bytes() {
+    fn a_panic_while_handing_out_a_sweep_leaves_the_heap_valid() {
+        let mut q = Heap::default();
+        for i in 0..100u64 {
+            q.insert(0, 100 - i, i);
+        }
+        let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            q.remove_where(&mut |v| v % 2 == 0, &mut |v| {
+                if v == 10 {
+                    panic!("expected: a removed entry's drop panicked")
+                }
+            })
+        }));
+        assert!(swept.is_err());
+        assert_eq!(q.len(), 50);
+        let order = pop_all(&mut q, u64::MAX);
+        assert_eq!(
+            order,
+            (0..100).rev().filter(|v| v % 2 == 1).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn an_entry_is_its_ordering_key_and_its_value() {
         assert_eq!(std::mem::size_of::<Item>(), 16);
     }
 
     #[test]
     fn insertion_order_among_equal_deadlines_survives_the_renumbering() {
-        let mut q = IndexedHeap::default();
+        let mut q = Heap::default();
         // Entries from before the renumbering, due at 10 and 20.
         for i in 0..6u64 {
             q.insert(0, 10 + (i % 2) * 10, i);
         }
-        let early = q.insert(0, 5, 100);
+        q.insert(0, 5, 100);
         q.next_seq = u32::MAX - 3;
         // Three inserts with the last sequence numbers, then the ones
         // after the renumbering, all due at 10 or 20 like the first.
@@ -339,26 +384,34 @@ mod tests {
             q.insert(0, 10 + (i % 2) * 10, i);
         }
         assert!(q.next_seq < 100, "renumbered: next seq {}", q.next_seq);
-        assert_eq!(q.remove(early), Some(100), "keys stay valid");
-        let order: Vec<u64> = std::iter::from_fn(|| q.pop_due(100).map(|(_, v)| v)).collect();
-        assert_eq!(order, [0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 11]);
+        assert_eq!(
+            pop_all(&mut q, 100),
+            [100, 0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 11]
+        );
     }
 
     #[test]
     fn emptied_queue_gives_its_memory_back() {
-        let mut q = IndexedHeap::default();
-        let keys: Vec<Key> = (0..100_000u64)
-            .map(|i| q.insert(0, 1_000 + i, ()))
-            .collect();
-        for k in keys {
-            q.remove(k);
+        let mut q = Heap::default();
+        for i in 0..100_000u64 {
+            q.insert(0, 1_000 + i, i);
         }
+        assert_eq!(q.remove_where(&mut |_| true, &mut drop), 100_000);
         assert_eq!(q.len(), 0);
-        assert_eq!(q.positions.capacity(), 0, "positions freed with the slab");
         assert!(
             q.heap.capacity() <= 64,
             "heap capacity {}",
             q.heap.capacity()
         );
+        for i in 0..100_000u64 {
+            q.insert(0, 1_000 + i, i);
+        }
+        assert_eq!(pop_all(&mut q, u64::MAX).len(), 100_000);
+        assert!(
+            q.heap.capacity() <= 64,
+            "heap capacity {}",
+            q.heap.capacity()
+        );
+        assert!(q.values.capacity() <= 64);
     }
 }

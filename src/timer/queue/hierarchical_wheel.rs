@@ -134,7 +134,7 @@
 //! Many timers over wide spans (timeouts, retries, leases), most cancelled
 //! before they fire, where O(1) insert and cancel matter more than sub-tick
 //! precision. With few timers, or when the exact deadline matters, the
-//! indexed heap is simpler and exact.
+//! heap is simpler and exact.
 
 use std::cell::Cell;
 use std::fmt;
@@ -160,6 +160,10 @@ struct Entry<T> {
     /// The tick it is due at: its deadline rounded up to the tick, or the
     /// wheel's time if that was later when it was inserted. With the
     /// wheel's time it determines the entry's level and slot.
+    // Read only by the removal by key, which only the tests make since the
+    // timer sweeps instead (issue 35): it goes with that removal, when the
+    // wheels' entries become intrusive (lever 4).
+    #[cfg_attr(not(all(test, not(loom))), allow(dead_code))]
     tick: u64,
 }
 
@@ -404,6 +408,7 @@ impl<T> HierarchicalWheel<T> {
     /// when they outnumber its entries, so each removal by key pays O(1)
     /// for it, amortised, and a slot's items never exceed twice its entries
     /// (plus `MIN_COMPACTED`), however many removals time does not pass.
+    #[cfg(all(test, not(loom)))]
     fn compact(&mut self, index: usize) {
         let slab = &self.slab;
         self.slots[index].retain(|item| slab.get(item.key).is_some());
@@ -432,8 +437,13 @@ impl<T> HierarchicalWheel<T> {
     }
 }
 
-impl<T> DelayQueue<T> for HierarchicalWheel<T> {
-    fn insert(&mut self, now: Nanos, deadline: Nanos, value: T) -> Key {
+/// The keyed operations: the trait's `insert` and `pop_due` without the
+/// address, and a removal by address (the tests', and the property test's
+/// reference for the wheels' structure).
+impl<T> HierarchicalWheel<T> {
+    /// Adds `value`, due at `deadline` (as [`DelayQueue::insert`]), and
+    /// returns its address.
+    pub(crate) fn insert(&mut self, now: Nanos, deadline: Nanos, value: T) -> Key {
         debug_assert!(self.tick_of_now(now) >= self.elapsed, "now went back");
         // Overdue (behind the wheel's time): due at the wheel's time.
         let tick = self.tick_of_deadline(deadline).max(self.elapsed);
@@ -442,7 +452,10 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         key
     }
 
-    fn remove(&mut self, key: Key) -> Option<T> {
+    /// Removes the entry `key` addresses; `None` if it is no longer there
+    /// (a stale key removes nothing). The tests' only: the timer sweeps.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
         // Its item stays behind as a tombstone, counted in its slot.
         let entry = self.slab.remove(key)?;
         let (level, slot) = self.position(entry.tick);
@@ -464,7 +477,8 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         Some(entry.value)
     }
 
-    fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)> {
+    /// As [`DelayQueue::pop_due`], with the popped entry's address.
+    pub(crate) fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)> {
         let now_tick = self.tick_of_now(now);
         loop {
             match self.first_occupied() {
@@ -490,7 +504,16 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
             }
         }
     }
+}
 
+impl<T> DelayQueue<T> for HierarchicalWheel<T> {
+    fn insert(&mut self, now: Nanos, deadline: Nanos, value: T) {
+        HierarchicalWheel::insert(self, now, deadline, value);
+    }
+
+    fn pop_due(&mut self, now: Nanos) -> Option<T> {
+        HierarchicalWheel::pop_due(self, now).map(|(_, value)| value)
+    }
     fn granularity(&self) -> Nanos {
         self.tick
     }
@@ -523,14 +546,6 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
             all.extend(values.map(|entry| entry.value));
         }
         all
-    }
-
-    fn slots(&self) -> usize {
-        self.slab.slot_count()
-    }
-
-    fn key_in_slot_if(&self, slot: usize, pred: &mut dyn FnMut(&T) -> bool) -> Option<Key> {
-        self.slab.key_in_slot_if(slot, |entry| pred(&entry.value))
     }
 
     /// Two sequential passes, as in the hashed wheel: the slab in slot

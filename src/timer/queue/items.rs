@@ -130,6 +130,7 @@ impl<I> Items<I> {
     /// An item from the head on died without being marked (a tombstone):
     /// counts it.
     #[inline]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn mark_dead(&mut self) {
         self.dead += 1;
     }

@@ -7,13 +7,15 @@
 //!
 //! # The contract of a backend
 //!
-//! * Entries are addressed by a [`Key`] (a slot and a generation), so that
-//!   removal is direct (no search) and a key that outlived its entry is
-//!   recognised as stale instead of removing an unrelated entry.
 //! * An entry is never popped before its deadline. It may be popped *later*
 //!   by at most `DelayQueue::max_lateness` of its delay (a wheel rounds a
 //!   deadline up to its tick, never down; the heap is exact).
 //! * Among entries with equal deadlines, insertion order is kept.
+//! * Entries leave by a pop, a drain, or a sweep ([`DelayQueue::remove_where`]):
+//!   the timer never removes one entry by its address (a cancel is counted,
+//!   and the sweep takes the dead ones out together: `timer::driver::sweep`).
+//!   The wheels still address their entries by a [`Key`] (a slab slot and
+//!   its generation), inside; the heap holds its entries in its own array.
 //! * Time is `u64` nanoseconds on the executor's monotonic clock; the
 //!   largest value means "never" in practice (~584 years).
 
@@ -43,14 +45,11 @@ pub(crate) struct Key {
 pub(crate) trait DelayQueue<T> {
     /// Adds `value`, due at `deadline`; `now` is the current time (a wheel
     /// places the entry relative to it).
-    fn insert(&mut self, now: Nanos, deadline: Nanos, value: T) -> Key;
-
-    /// Removes the entry `key` addresses; `None` if it is no longer there.
-    fn remove(&mut self, key: Key) -> Option<T>;
+    fn insert(&mut self, now: Nanos, deadline: Nanos, value: T);
 
     /// Removes and returns one entry that is due at `now`, earliest first
     /// (insertion order among equal deadlines); `None` if none is due.
-    fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)>;
+    fn pop_due(&mut self, now: Nanos) -> Option<T>;
 
     /// The time at which the next entry becomes due (at or after its
     /// deadline), or `None` if the queue is empty.
@@ -70,38 +69,17 @@ pub(crate) trait DelayQueue<T> {
     /// be inserted again afterwards with the same `now`.
     fn drain(&mut self) -> Vec<T>;
 
-    /// The number of storage slots, live or free (entries are addressed by
-    /// slot: see [`Key`]).
-    fn slots(&self) -> usize;
-
-    /// The key of the entry in `slot` if there is one and `pred` is true
-    /// for it.
-    fn key_in_slot_if(&self, slot: usize, pred: &mut dyn FnMut(&T) -> bool) -> Option<Key>;
-
     /// Removes every entry for which `dead` is true and hands each to
     /// `removed` as it leaves (in no particular order), keeping the others
     /// as they were: same deadlines, same order among equal deadlines.
-    /// Returns how many it removed. O(n) plus one removal per entry, and no
-    /// allocation: a sweep of a million entries leaves no large temporary
+    /// Returns how many it removed. O(n), and no allocation the size of
+    /// the queue: a sweep of a million entries leaves no large temporary
     /// block behind in the allocator.
     fn remove_where(
         &mut self,
         dead: &mut dyn FnMut(&T) -> bool,
         removed: &mut dyn FnMut(T),
-    ) -> usize {
-        let mut count = 0;
-        let mut slot = 0;
-        // `slots()` is read each time: it drops to 0 when the last entry
-        // leaves.
-        while slot < self.slots() {
-            if let Some(key) = self.key_in_slot_if(slot, dead) {
-                removed(self.remove(key).expect("the key was just read"));
-                count += 1;
-            }
-            slot += 1;
-        }
-        count
-    }
+    ) -> usize;
 
     /// How late, at most, an entry inserted `delay` before its deadline may
     /// be popped after it (0 for an exact backend). Checked by the property

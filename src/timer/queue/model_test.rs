@@ -6,7 +6,8 @@
 //!   whose deadline has passed, except that one may be held back for at
 //!   most the backend's stated lateness; none is popped before its deadline;
 //! * among entries with equal deadlines, insertion order is kept;
-//! * a key removes its own entry once, and a stale key removes nothing;
+//! * a cancel (a sweep that selects one entry) removes it once, and
+//!   nothing after it was popped or removed;
 //! * `drain` takes out exactly the live entries, and time does not move;
 //! * `remove_where` takes out exactly the live entries it selects and
 //!   leaves the others in order;
@@ -20,7 +21,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 
-use super::{DelayQueue, Key, Nanos};
+use super::{DelayQueue, Nanos};
 
 /// Random operations (a fixed-seed generator) on `q`, with `check` (a
 /// backend's structural invariants) called after each one: the wheels'
@@ -37,7 +38,7 @@ pub(super) fn random_operations_keep_the_structure_sound<Q: DelayQueue<u64>>(
         seed ^= seed << 17;
         seed % bound
     };
-    let mut keys = Vec::new();
+    let mut ids = Vec::new();
     let mut now = 0u64;
     for _ in 0..5_000 {
         match random(10) {
@@ -48,11 +49,13 @@ pub(super) fn random_operations_keep_the_structure_sound<Q: DelayQueue<u64>>(
                     2 => random(1 << 40),
                     _ => u64::MAX - now - random(3),
                 };
-                keys.push(q.insert(now, now + delay, keys.len() as u64));
+                q.insert(now, now + delay, ids.len() as u64);
+                ids.push(ids.len() as u64);
             }
-            4..=5 if !keys.is_empty() => {
-                let k = keys.swap_remove(random(keys.len() as u64) as usize);
-                q.remove(k);
+            4..=5 if !ids.is_empty() => {
+                // One cancel, swept alone (live, popped or swept before).
+                let id = ids.swap_remove(random(ids.len() as u64) as usize);
+                q.remove_where(&mut |v| *v == id, &mut drop);
             }
             6..=8 => {
                 let scale = random(32);
@@ -88,8 +91,9 @@ pub(super) fn random_operations_keep_the_structure_sound<Q: DelayQueue<u64>>(
 enum Op {
     /// Insert an entry due `delay` from now.
     Insert { delay: Nanos },
-    /// Remove the `nth` key handed out so far (mod their number): live,
-    /// already popped, or already removed.
+    /// Remove the `nth` entry inserted so far (mod their number), by a
+    /// sweep that selects it alone: live, already popped, or already
+    /// removed (a cancel).
     Remove { nth: usize },
     /// Move time forward and pop everything due.
     Advance { by: Nanos },
@@ -132,7 +136,6 @@ struct Live {
 /// Runs `ops` on `queue` and on the model, checking after every step.
 fn check<Q: DelayQueue<u64>>(mut queue: Q, ops: &[Op]) -> Result<(), TestCaseError> {
     let mut now: Nanos = 0;
-    let mut keys: Vec<(Key, u64)> = Vec::new();
     let mut live: BTreeMap<u64, Live> = BTreeMap::new();
     let mut next_id = 0u64;
     for op in ops {
@@ -141,7 +144,7 @@ fn check<Q: DelayQueue<u64>>(mut queue: Q, ops: &[Op]) -> Result<(), TestCaseErr
                 let deadline = now.saturating_add(delay);
                 let id = next_id;
                 next_id += 1;
-                let key = queue.insert(now, deadline, id);
+                queue.insert(now, deadline, id);
                 let latest = deadline.saturating_add(queue.max_lateness(delay));
                 live.insert(
                     id,
@@ -151,23 +154,25 @@ fn check<Q: DelayQueue<u64>>(mut queue: Q, ops: &[Op]) -> Result<(), TestCaseErr
                         seq: id,
                     },
                 );
-                keys.push((key, id));
             }
             Op::Remove { nth } => {
-                if keys.is_empty() {
+                if next_id == 0 {
                     continue;
                 }
-                let (key, id) = keys[nth % keys.len()];
+                let id = (nth % next_id as usize) as u64;
                 let expected = live.remove(&id).map(|_| id);
-                prop_assert_eq!(queue.remove(key), expected, "remove {:?}", key);
+                let mut removed = None;
+                let count = queue.remove_where(&mut |v| *v == id, &mut |v| removed = Some(v));
+                prop_assert_eq!(count, usize::from(expected.is_some()));
+                prop_assert_eq!(removed, expected, "remove {}", id);
             }
             Op::Advance { by } => {
                 now = now.saturating_add(by);
-                let mut popped: Vec<(Key, u64)> = Vec::new();
-                while let Some(entry) = queue.pop_due(now) {
-                    popped.push(entry);
+                let mut popped: Vec<u64> = Vec::new();
+                while let Some(id) = queue.pop_due(now) {
+                    popped.push(id);
                 }
-                check_popped(&popped, &mut live, &keys, now)?;
+                check_popped(&popped, &mut live, now)?;
             }
             Op::Drain => {
                 let mut drained = queue.drain();
@@ -212,13 +217,12 @@ fn check<Q: DelayQueue<u64>>(mut queue: Q, ops: &[Op]) -> Result<(), TestCaseErr
 }
 
 fn check_popped(
-    popped: &[(Key, u64)],
+    popped: &[u64],
     live: &mut BTreeMap<u64, Live>,
-    keys: &[(Key, u64)],
     now: Nanos,
 ) -> Result<(), TestCaseError> {
     let mut seen: Vec<Live> = Vec::new();
-    for &(key, id) in popped {
+    for &id in popped {
         let entry = live.remove(&id);
         prop_assert!(entry.is_some(), "popped {} which is not live", id);
         let entry = entry.unwrap();
@@ -229,7 +233,6 @@ fn check_popped(
             now,
             entry.deadline
         );
-        prop_assert_eq!(keys[id as usize].0, key, "popped with another key");
         seen.push(entry);
     }
     // Equal deadlines come out in insertion order.
@@ -267,7 +270,7 @@ macro_rules! backends {
 }
 
 backends! {
-    indexed_heap_matches_the_model => super::heap::IndexedHeap::<u64>::default(),
+    heap_matches_the_model => super::heap::Heap::<u64>::default(),
     hashed_wheel_1ns_1_slot_matches_the_model => super::hashed_wheel::HashedWheel::<u64>::new(1, 1),
     hashed_wheel_1us_8_slots_matches_the_model => super::hashed_wheel::HashedWheel::<u64>::new(1_000, 8),
     hashed_wheel_default_matches_the_model => super::hashed_wheel::HashedWheel::<u64>::default(),

@@ -183,17 +183,6 @@ impl<E> Slab<E> {
         }
     }
 
-    /// The key of the entry in `slot`, which the caller knows to be occupied.
-    pub(crate) fn key_at(&self, slot: u32) -> Key {
-        match &self.slots[slot as usize] {
-            SlabSlot::Occupied { generation, .. } => Key {
-                slot,
-                generation: *generation,
-            },
-            SlabSlot::Vacant { .. } => unreachable!("slot {slot} is occupied"),
-        }
-    }
-
     pub(crate) fn len(&self) -> usize {
         self.len
     }
