@@ -46,8 +46,9 @@ use super::{fence, AtomicU32, Ordering};
 /// The block a [`CellArc`] points to: the counts, then the value.
 ///
 /// The counts are 32 bits each, 8 bytes together where two `usize`s were
-/// 16: a scheduled task's block is 64 bytes, an alarm's 40 (a 48-byte
-/// chunk of the allocator where it was 64). More than [`MAX_REFS`]
+/// 16: an alarm's block is 40 bytes (a 48-byte chunk of the allocator
+/// where it was 64), a scheduled task's 56 (a 64-byte chunk, with the
+/// cell's untagged slot: `task/cell.rs`). More than [`MAX_REFS`]
 /// references to one cell would take 2^31 handles; the count aborts there
 /// (std's `Arc` aborts at `isize::MAX`, the same limit on 32-bit targets).
 #[repr(C)]

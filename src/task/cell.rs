@@ -1,7 +1,33 @@
 //! [`TaskCell`]: a one-shot task, its closure `F` and its output `T` in one
 //! slot beside its [`Header`] (see `state.rs` for the state word and the
 //! ground rules this follows).
+//!
+//! # The slot: a union the state word tells
+//!
+//! The closure and the output share one slot, a `union` without a tag of
+//! its own: what it holds follows from the lifecycle, which says it
+//! already (SCHEDULED: the closure; COMPLETE: the output, until the handle
+//! takes it; otherwise nothing). An `enum` would add a tag word wherever
+//! the closure and the output leave no niche for it, as for a closure that
+//! captures nothing and returns `()`: its slot is 8 bytes (the output's
+//! panic payload, one pointer) where the enum's was 16, so a scheduled
+//! task's cell is 48 bytes, a 56-byte block with the counts and a 64-byte
+//! chunk of glibc's malloc where it was an 80-byte one
+//! (`benches/README.md`, `pending_bytes`).
+//!
+//! * The closure is read out (moved) once, by the winner of
+//!   `leave_scheduled`, the one that moves the lifecycle out of SCHEDULED.
+//! * The output is written once, by the run, before it publishes COMPLETE;
+//!   it is read out once, by the handle ([`Joinable::take_output`]), which
+//!   marks it taken in the header ([`Header::set_taken`]).
+//! * The cell's destructor drops what the slot still holds: the closure if
+//!   the lifecycle is still SCHEDULED (a cell dropped before it was
+//!   queued, or a queue dropped with it cancelled it: then nothing), the
+//!   output if COMPLETE and not taken (a handle dropped unjoined, a task
+//!   that timed out while running). It runs after the last reference's
+//!   `Acquire` fence, so it sees the final state and the taken mark.
 
+use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::sync::cell::UnsafeCell;
@@ -13,24 +39,23 @@ use super::error::{PanicPayload, TaskError};
 use super::job::{RunOutcome, Runnable};
 use super::name::Label;
 use super::running;
-use super::state::{Cancellable, Header, Joinable, TimeOut, CANCELLED, RUNNING};
+use super::state::{
+    Cancellable, Header, Joinable, TimeOut, CANCELLED, COMPLETE, RUNNING, SCHEDULED,
+};
 use super::trace::{self, Kind};
 
-/// What the stage slot of a [`TaskCell`] holds.
-enum Stage<F, T> {
-    /// The closure, until a worker claims it or a cancel drops it.
-    Pending(F),
-    /// The closure's output (or its panic), until the handle takes it.
-    Done(Result<T, PanicPayload>),
-    /// Neither: taken.
-    Empty,
+/// The slot of a [`TaskCell`]: the closure, then its output (or its
+/// panic), or nothing; which one, the state word says (module doc).
+union Slot<F, T> {
+    job: ManuallyDrop<F>,
+    output: ManuallyDrop<Result<T, PanicPayload>>,
 }
 
 /// A task with its closure `F` and output `T`, and its name, if it has
 /// one, in `L`.
 pub(crate) struct TaskCell<F, T, L = ()> {
     header: Header,
-    stage: UnsafeCell<Stage<F, T>>,
+    stage: UnsafeCell<Slot<F, T>>,
     label: L,
 }
 
@@ -56,18 +81,19 @@ impl<F, T, L: Label> TaskCell<F, T, L> {
         self.label.name()
     }
 
-    /// Takes the closure out. Only the winner of `leave_scheduled` calls it.
-    fn take_job(&self) -> Option<F> {
-        // SAFETY: the caller won `leave_scheduled`, which makes it the only
-        // thread touching `stage` until it publishes a final state (module
-        // doc, ground rules).
-        let stage = self
-            .stage
-            .with_mut(|stage| unsafe { std::mem::replace(&mut *stage, Stage::Empty) });
-        match stage {
-            Stage::Pending(f) => Some(f),
-            _ => None,
-        }
+    /// Takes the closure out.
+    ///
+    /// # Safety
+    ///
+    /// The caller won `leave_scheduled` (it moved the lifecycle out of
+    /// SCHEDULED), and calls this once.
+    unsafe fn take_job(&self) -> F {
+        // SAFETY: the winner of `leave_scheduled` is the only thread
+        // touching the slot until it publishes a final state (ground
+        // rules), and the slot holds the closure until this one read: the
+        // lifecycle was SCHEDULED (module doc).
+        self.stage
+            .with_mut(|slot| unsafe { ManuallyDrop::take(&mut (*slot).job) })
     }
 
     /// Cancels the task if it is still scheduled (true iff this call did):
@@ -85,7 +111,9 @@ impl<F, T, L: Label> TaskCell<F, T, L> {
             return false;
         };
         counted();
-        ctx.drop_reporting_as(&self.header, self.label.name(), self.take_job());
+        // SAFETY: this call won `leave_scheduled`.
+        let job = unsafe { self.take_job() };
+        ctx.drop_reporting_as(&self.header, self.label.name(), job);
         // CANCELLED is final, so no waiter can register after the CAS: the
         // WAITER bit it returned is the last word on who to wake.
         if let Some(waker) = self.header.waiter_of(prev) {
@@ -112,7 +140,9 @@ impl<F, T, L: Label> TaskCell<F, T, L> {
             TimeOut::Lost => return false,
             TimeOut::BeforeStart { wake } => {
                 // The time-out left SCHEDULED: it owns the closure.
-                ctx.drop_reporting_as(&self.header, self.label.name(), self.take_job());
+                // SAFETY: this call's `time_out` won, leaving SCHEDULED.
+                let job = unsafe { self.take_job() };
+                ctx.drop_reporting_as(&self.header, self.label.name(), job);
                 wake
             }
             TimeOut::WhileRunning { wake } => wake,
@@ -148,7 +178,9 @@ where
     pub(crate) fn labelled(f: F, label: L) -> Self {
         TaskCell {
             header: Header::default(),
-            stage: UnsafeCell::new(Stage::Pending(f)),
+            stage: UnsafeCell::new(Slot {
+                job: ManuallyDrop::new(f),
+            }),
             label,
         }
     }
@@ -157,7 +189,8 @@ where
     /// was refused): the task becomes CANCELLED, its handle unused.
     pub(crate) fn reclaim(&self) -> Option<F> {
         self.header.leave_scheduled(CANCELLED)?;
-        self.take_job()
+        // SAFETY: this call won `leave_scheduled`.
+        Some(unsafe { self.take_job() })
     }
 
     /// Runs the closure if the task is still scheduled; a panic is caught,
@@ -179,9 +212,8 @@ where
         if let Some(due) = due {
             ctx.started_late(due);
         }
-        let Some(f) = self.take_job() else {
-            unreachable!("a scheduled task holds its closure");
-        };
+        // SAFETY: this call won `leave_scheduled`.
+        let f = unsafe { self.take_job() };
         let _span = trace::run(kind, &self.header, self.label.name(), || {
             due.map(|due| ctx.now().saturating_sub(due))
         });
@@ -195,10 +227,12 @@ where
                 (RunOutcome::Panicked, Err(payload))
             }
         };
-        // SAFETY: we are RUNNING: nobody reads `stage` until we publish
-        // COMPLETE below (ground rules).
-        self.stage
-            .with_mut(|stage| unsafe { *stage = Stage::Done(output) });
+        // SAFETY: we are RUNNING: nobody reads the slot until we publish
+        // COMPLETE below (ground rules); the closure left it (moved out
+        // above), so the write overwrites nothing.
+        self.stage.with_mut(|slot| unsafe {
+            (*slot).output = ManuallyDrop::new(output);
+        });
         if let Some(waker) = self.header.complete() {
             ctx.wake(waker);
         }
@@ -269,18 +303,39 @@ where
             return Err(TaskError::Cancelled);
         }
         debug_assert!(self.header.is_final());
+        assert!(
+            !self.header.is_taken(),
+            "the output of a task is taken once"
+        );
         // SAFETY: the caller saw a final state with `Acquire` and it is not
         // CANCELLED, so it is COMPLETE: the worker wrote the output before
         // its `Release`, and the unique handle is the only reader (ground
-        // rules).
-        let stage = self
+        // rules), once (the mark below, read above).
+        let output = self
             .stage
-            .with_mut(|stage| unsafe { std::mem::replace(&mut *stage, Stage::Empty) });
-        match stage {
-            Stage::Done(Ok(value)) => Ok(value),
-            Stage::Done(Err(payload)) => Err(TaskError::Panicked(payload)),
-            _ => unreachable!("the output of a task is taken once"),
-        }
+            .with_mut(|slot| unsafe { ManuallyDrop::take(&mut (*slot).output) });
+        self.header.set_taken();
+        output.map_err(TaskError::Panicked)
+    }
+}
+
+impl<F, T, L> Drop for TaskCell<F, T, L> {
+    /// Drops what the slot still holds (module doc).
+    fn drop(&mut self) {
+        let lifecycle = self.header.lifecycle();
+        let taken = self.header.is_taken();
+        self.stage.with_mut(|slot| {
+            // SAFETY: the last reference is gone (`&mut self`, after the
+            // count's `Acquire` fence): nobody else touches the slot, and
+            // the lifecycle and the taken mark say what it holds.
+            unsafe {
+                if lifecycle == SCHEDULED {
+                    ManuallyDrop::drop(&mut (*slot).job);
+                } else if lifecycle == COMPLETE && !taken {
+                    ManuallyDrop::drop(&mut (*slot).output);
+                }
+            }
+        });
     }
 }
 
@@ -401,5 +456,96 @@ mod tests {
         drop(registration);
         drop(waker);
         assert_eq!(StdArc::strong_count(&counter), 1, "the cell holds no waker");
+    }
+
+    /// A closure whose captures and output count their drops: every path
+    /// of a cell drops the closure or the output exactly once, whoever
+    /// frees the cell.
+    #[test]
+    fn every_path_drops_the_closure_or_its_output_once() {
+        crate::task::unwind::quiet_expected_panics();
+        let ctx = TestContext::default();
+        let captures = Arc::new(AtomicUsize::new(0));
+        let outputs = Arc::new(AtomicUsize::new(0));
+        let make = |panics: bool| {
+            let capture = Counted(captures.clone());
+            let outputs = outputs.clone();
+            CellArc::new(TaskCell::new(move || {
+                drop(capture);
+                if panics {
+                    panic!("expected: the closure panicked");
+                }
+                Counted(outputs)
+            }))
+        };
+        let counts = || {
+            (
+                captures.swap(0, Ordering::SeqCst),
+                outputs.swap(0, Ordering::SeqCst),
+            )
+        };
+        // Dropped before it was queued: the closure, with the cell.
+        drop(make(false));
+        assert_eq!(counts(), (1, 0), "never queued");
+        // Cancelled: the closure at the cancel, nothing more with the cell.
+        let cell = make(false);
+        assert!(cell.cancel_then(&ctx, || ()));
+        assert_eq!(counts(), (1, 0));
+        drop(cell);
+        assert_eq!(counts(), (0, 0), "cancelled");
+        // Reclaimed (a refused submission): the caller gets the closure.
+        let cell = make(false);
+        let job = cell.reclaim().expect("still scheduled");
+        drop(cell);
+        assert_eq!(counts(), (0, 0), "the closure is the caller's");
+        drop(job);
+        assert_eq!(counts(), (1, 0));
+        // Ran, output taken: the handle owns it, the cell drops nothing.
+        let cell = make(false);
+        assert_eq!(Job::task(cell.clone()).run(&ctx), RunOutcome::Completed);
+        assert_eq!(counts(), (1, 0), "the captures went with the call");
+        let Ok(output) = cell.take_output() else {
+            panic!("its output")
+        };
+        drop(cell);
+        assert_eq!(counts(), (0, 0));
+        drop(output);
+        assert_eq!(counts(), (0, 1), "taken");
+        // Ran, output never taken (the handle dropped unjoined): the cell.
+        let cell = make(false);
+        assert_eq!(Job::task(cell.clone()).run(&ctx), RunOutcome::Completed);
+        drop(cell);
+        assert_eq!(counts(), (1, 1), "untaken output");
+        // Panicked, payload never taken: the payload with the cell.
+        let cell = make(true);
+        assert_eq!(Job::task(cell.clone()).run(&ctx), RunOutcome::Panicked);
+        assert_eq!(counts(), (1, 0));
+        drop(cell);
+        assert_eq!(counts(), (0, 0));
+        // Timed out while running: the output comes later, unread, and
+        // goes with the cell.
+        let cell = make(false);
+        let job = Job::task(cell.clone());
+        assert!(cell.header().leave_scheduled(RUNNING).is_some());
+        assert!(cell.time_out(&ctx, || ()));
+        assert!(matches!(cell.take_output(), Err(TaskError::TimedOut)));
+        // The run was claimed above: finish it as the worker would.
+        // SAFETY: the `leave_scheduled` above won.
+        let f = unsafe { cell.take_job() };
+        let output = f();
+        cell.stage.with_mut(|slot| unsafe {
+            // SAFETY: RUNNING, the closure moved out (as `run` does).
+            (*slot).output = ManuallyDrop::new(Ok(output));
+        });
+        drop(cell.header().complete());
+        drop(job);
+        drop(cell);
+        assert_eq!(counts(), (1, 1), "timed out while running");
+        // Timed out before its start: the closure at the time-out.
+        let cell = make(false);
+        assert!(cell.time_out(&ctx, || ()));
+        assert_eq!(counts(), (1, 0));
+        drop(cell);
+        assert_eq!(counts(), (0, 0));
     }
 }

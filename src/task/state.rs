@@ -258,6 +258,11 @@ pub(crate) struct Header {
     /// The handle returned the result as a `Future` (only the unique
     /// handle reads and writes it: it orders nothing).
     returned: AtomicBool,
+    /// The handle took a [`TaskCell`](super::TaskCell)'s output out of its
+    /// slot: written only by the unique handle, read by it and by the
+    /// cell's destructor, after the last reference's `Acquire` fence (a
+    /// byte of what would be padding).
+    taken: UnsafeCell<bool>,
     waiter: UnsafeCell<Option<Waker>>,
 }
 
@@ -268,6 +273,7 @@ impl Default for Header {
             id: IdSlot::default(),
             waiter_lock: Mutex::new(()),
             returned: AtomicBool::new(false),
+            taken: UnsafeCell::new(false),
             waiter: UnsafeCell::new(None),
         }
     }
@@ -282,7 +288,8 @@ impl std::fmt::Debug for Header {
 }
 
 // SAFETY: `waiter` is only touched under `waiter_lock` (`with_waiter`);
-// a `Waker` is `Send + Sync`.
+// a `Waker` is `Send + Sync`. `taken` is written by the unique handle
+// and read by it or by the cell's last owner (field doc).
 unsafe impl Sync for Header {}
 
 impl Header {
@@ -304,6 +311,26 @@ impl Header {
     /// True once the handle returned the result as a `Future`.
     pub(crate) fn is_returned(&self) -> bool {
         self.returned.load(Ordering::Relaxed)
+    }
+
+    /// Marks the output taken (only the unique handle calls it).
+    pub(crate) fn set_taken(&self) {
+        // SAFETY: only the unique handle writes it, and nobody reads it
+        // meanwhile: the handle itself, or the cell's destructor once the
+        // handle's reference is gone (field doc).
+        self.taken.with_mut(|taken| unsafe { *taken = true });
+    }
+
+    /// True once the handle took the output (the handle's own check, or
+    /// the cell's destructor).
+    pub(crate) fn is_taken(&self) -> bool {
+        // SAFETY: as for `set_taken`: no write is concurrent with a read.
+        self.taken.with_mut(|taken| unsafe { *taken })
+    }
+
+    /// The lifecycle bits of the state (`Acquire`).
+    pub(crate) fn lifecycle(&self) -> usize {
+        self.state.load(Ordering::Acquire) & LIFECYCLE
     }
 
     /// Runs `f` on the waiter slot, under its lock.
