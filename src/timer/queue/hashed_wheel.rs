@@ -14,16 +14,16 @@
 //! in a vector of *items* (the entry's [`Key`] and its due tick, 16 bytes)
 //! in insertion order (the item store both wheels share, [`Items`], with
 //! its head and its count of holes); the values live in the crate's
-//! generational [`Slab`], each with its bucket and its item's position
-//! there. So an insert appends to a vector, and every walk over a bucket
+//! generational [`Slab`]. So an insert appends to a vector, and every walk
+//! over a bucket
 //! (finding the next entry of a tick, finding the earliest entry) is a
 //! sequential pass over items that never reads the slab. Entries linked
 //! through the slab in intrusive lists, as Netty links its entry objects,
 //! would make each walk pay a cache miss per entry (measured: see
 //! `benches/README.md`, "The wheels: arrays, not intrusive lists").
 //!
-//! An item whose entry left (popped out of insertion order, or removed by
-//! key) becomes a *hole* (its key is replaced by a marker): walks step over
+//! An item whose entry left out of insertion order (popped while an entry
+//! of a later round stays before it) becomes a *hole* (its key is replaced by a marker): walks step over
 //! it without reading the slab. Holes at the front are dropped at once (a
 //! `head` index moves past them); a bucket whose holes outnumber its
 //! entries is compacted, so a bucket never holds more than twice its
@@ -39,11 +39,10 @@
 //!   so the timer thread sleeps until then, and `pop_due` takes the due
 //!   entries straight from it: it never walks the elapsed ticks one by one,
 //!   so `now` jumping by an hour costs no more than the entries now due.
-//! * **Cancel takes the entry out at once, in O(1).** Netty queues
-//!   cancellations and unlinks them at its next tick; here a [`Key`] (slab
-//!   slot and generation) addresses the entry, whose value leaves at once
-//!   (its item becomes a hole). A stale key is recognised and removes
-//!   nothing.
+//! * **Cancels leave together.** Netty queues cancellations and unlinks
+//!   them one by one at its next tick; here the timer counts them and
+//!   sweeps them out in one pass ([`DelayQueue::remove_where`]: the slab in
+//!   slot order, then each occupied bucket once).
 //! * **Memory is given back.** No object per entry: entries live in the
 //!   slab, which frees its slots when the wheel empties, and an emptied
 //!   bucket keeps room for at most 256 items.
@@ -57,8 +56,8 @@
 //! the bound becomes the cache (O(1)). Popping the cached entry moves the
 //! cache to the next entry of the same tick, found by walking on through
 //! the bucket; when there is none, the bound moves past the tick and the
-//! cache goes *stale*. Removing the cached entry, or compacting its bucket,
-//! makes it stale too, keeping the bound. The next `next_due` or `pop_due`
+//! cache goes *stale*. Compacting its bucket, or a sweep, makes it stale
+//! too, keeping the bound. The next `next_due` or `pop_due`
 //! recomputes it: it visits the occupied buckets (found with the bitmap) in
 //! lap order, from the bound's bucket, for one revolution, and stops at the
 //! first entry whose due tick is less than one revolution past the bound:
@@ -82,7 +81,8 @@
 //! # Complexity
 //!
 //! * `insert`: O(1).
-//! * `remove` (cancel): O(1), amortised (counting the compactions).
+//! * `remove_where` (the sweep of cancelled entries): O(slab slots +
+//!   items).
 //! * `pop_due`: O(1) per entry popped, plus, once per due tick, a walk over
 //!   the rest of that tick's bucket (for its next entry of the same tick)
 //!   and a recompute of the cache (above).
@@ -91,9 +91,9 @@
 //! * `drain`: O(n log n) (the entries are sorted by due tick).
 //! * `len`: O(1), exact.
 //! * Memory: 32 bytes per bucket (a vector and two counters) and one bit;
-//!   per entry one slab slot (the value, its bucket, its position and the
-//!   slab's generation: 32 bytes for a 16-byte value such as
-//!   `Arc<dyn Trait>`) and one 16-byte item, plus the vectors' spare room.
+//!   per entry one slab slot (the value and the slab's generation: 24
+//!   bytes for a 16-byte value such as `Arc<dyn Trait>`) and one 16-byte
+//!   item, plus the vectors' spare room.
 //!
 //! # Order and lateness
 //!
@@ -113,9 +113,8 @@
 //! # When to use it
 //!
 //! Many timers with short, similar delays (I/O or request time-outs,
-//! retries, heartbeats), often cancelled before they fire: insert and
-//! cancel are O(1) where the heap's are O(log n), and a coarse tick is
-//! fine. Not for exact deadlines, nor for many delays spanning many
+//! retries, heartbeats), often cancelled before they fire: insert is O(1)
+//! where the heap's is O(log n), and a coarse tick is fine. Not for exact deadlines, nor for many delays spanning many
 //! revolutions (see the cost of a recompute above): use the heap or the
 //! hierarchical wheel.
 
@@ -145,24 +144,6 @@ const HOLE: Key = Key {
 /// How many items ahead a pop asks for the slab entry it will need.
 const PREFETCH_AHEAD: usize = 8;
 
-/// One entry, stored in the slab.
-#[derive(Debug)]
-struct Entry<T> {
-    value: T,
-    /// The bucket its item is in.
-    // Read only by the removal by key, which only the tests make since the
-    // timer sweeps instead (issue 35): it goes with that removal, when the
-    // wheels' entries become intrusive (lever 4).
-    #[cfg_attr(not(all(test, not(loom))), allow(dead_code))]
-    bucket: u32,
-    /// The position of its item in the bucket's vector.
-    // Read only by the removal by key, which only the tests make since the
-    // timer sweeps instead (issue 35): it goes with that removal, when the
-    // wheels' entries become intrusive (lever 4).
-    #[cfg_attr(not(all(test, not(loom))), allow(dead_code))]
-    pos: u32,
-}
-
 /// One entry in a bucket: its key (or `HOLE`) and its due tick, the tick
 /// at whose start it is due: `ceil(deadline / tick)`.
 #[derive(Clone, Copy, Debug)]
@@ -183,7 +164,7 @@ impl Hole for Item {
     }
 }
 
-/// The position of an item as a slab entry stores it.
+/// The position of an item, as the earliest-tick cache keeps it.
 #[inline]
 fn position(index: usize) -> u32 {
     // A bucket holds at most twice its entries plus `MIN_COMPACTED` items,
@@ -203,7 +184,7 @@ pub(crate) struct HashedWheel<T> {
     /// Bit `b % 64` of word `b / 64` is set if and only if bucket `b` holds
     /// an entry.
     occupied: Box<[u64]>,
-    slab: Slab<Entry<T>>,
+    slab: Slab<T>,
     /// A lower bound of every entry's due tick; the earliest due tick while
     /// the cache is fresh (see the module doc).
     earliest: Cell<u64>,
@@ -354,15 +335,12 @@ impl<T> HashedWheel<T> {
     }
 
     /// Drops the holes of bucket `b`, and the items `also_drop` selects
-    /// (whose entries the caller took out of the slab), telling each entry
-    /// that moves its new position; returns the items left. Amortised O(1)
-    /// per hole when called once they outnumber the entries.
+    /// (whose entries the caller took out of the slab); returns the items
+    /// left. Amortised O(1) per hole when called once they outnumber the
+    /// entries.
     fn compact(&mut self, b: usize, mut also_drop: impl FnMut(&Item) -> bool) -> usize {
         let bucket = &mut self.buckets[b];
         bucket.retain(|item| !item.is_hole() && !also_drop(item));
-        for (pos, item) in bucket.all().iter().enumerate() {
-            self.slab.at_mut(item.key.slot).pos = position(pos);
-        }
         bucket.end()
     }
 
@@ -380,9 +358,8 @@ impl<T> HashedWheel<T> {
     }
 }
 
-/// The keyed operations: the trait's `insert` and `pop_due` without the
-/// address, and a removal by address (the tests', and the property test's
-/// reference for the wheels' structure).
+/// The trait's `insert` and `pop_due`, with the entry's address (the
+/// tests look at it).
 impl<T> HashedWheel<T> {
     /// Adds `value`, due at `deadline` (as [`DelayQueue::insert`]), and
     /// returns its address.
@@ -390,11 +367,7 @@ impl<T> HashedWheel<T> {
         let due = self.due_tick(deadline);
         let b = self.bucket_of(due);
         let pos = self.buckets[b].end();
-        let key = self.slab.insert(Entry {
-            value,
-            bucket: b as u32,
-            pos: position(pos),
-        });
+        let key = self.slab.insert(value);
         let bucket = &mut self.buckets[b];
         if bucket.live() == 0 {
             self.occupied[b / 64] |= 1 << (b % 64);
@@ -410,20 +383,6 @@ impl<T> HashedWheel<T> {
         key
     }
 
-    /// Removes the entry `key` addresses; `None` if it is no longer there
-    /// (a stale key removes nothing). The tests' only: the timer sweeps.
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
-        let entry = self.slab.remove(key)?;
-        let (b, pos) = (entry.bucket as usize, entry.pos as usize);
-        if self.earliest_at.get() == entry.pos {
-            // `earliest` stays a lower bound.
-            self.forget_earliest_in(b);
-        }
-        self.take_item(b, pos);
-        Some(entry.value)
-    }
-
     /// As [`DelayQueue::pop_due`], with the popped entry's address.
     pub(crate) fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)> {
         let (due, pos) = self.earliest()?;
@@ -432,7 +391,7 @@ impl<T> HashedWheel<T> {
         }
         let b = self.bucket_of(due);
         let key = self.buckets[b].all()[pos].key;
-        let entry = self.slab.remove(key).expect("the cached entry is live");
+        let value = self.slab.remove(key).expect("the cached entry is live");
         // Every other entry of this tick follows it in the same bucket.
         match self.next_of_tick(b, pos, due) {
             Some(next) => self.earliest_at.set(position(next)),
@@ -445,7 +404,7 @@ impl<T> HashedWheel<T> {
             }
         }
         self.take_item(b, pos);
-        Some((key, entry.value))
+        Some((key, value))
     }
 }
 
@@ -476,8 +435,8 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
             let bucket = &mut self.buckets[b];
             for item in bucket.pending() {
                 if !item.is_hole() {
-                    let entry = self.slab.remove(item.key).expect("items are live");
-                    all.push((item.due, entry.value));
+                    let value = self.slab.remove(item.key).expect("items are live");
+                    all.push((item.due, value));
                 }
             }
             bucket.clear();
@@ -509,9 +468,7 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         dead: &mut dyn FnMut(&T) -> bool,
         removed: &mut dyn FnMut(T),
     ) -> usize {
-        let gone = self
-            .slab
-            .remove_where(|entry| dead(&entry.value), |entry| removed(entry.value));
+        let gone = self.slab.remove_where(|value| dead(value), removed);
         if gone.count == 0 {
             return 0;
         }
@@ -550,7 +507,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::timer::queue::items::{MIN_COMPACTED, RETAINED_ITEMS};
+    use crate::timer::queue::items::MIN_COMPACTED;
     use crate::timer::queue::slab::SlabSlot;
 
     /// Pops every entry due at `now`, values only, in pop order.
@@ -561,9 +518,9 @@ mod tests {
     }
 
     /// The values in bucket `b`, in order, checking the bucket's structure:
-    /// each entry knows its bucket and position, the holes are counted, the
-    /// head is not a hole, an empty bucket holds nothing, and its bit in the
-    /// bitmap says whether it holds an entry.
+    /// each item's entry is in the slab, the holes are counted, the head is
+    /// not a hole, an empty bucket holds nothing, and its bit in the bitmap
+    /// says whether it holds an entry.
     fn bucket<T: Copy>(q: &HashedWheel<T>, b: usize) -> Vec<T> {
         let queue = &q.buckets[b];
         let head = queue.head();
@@ -575,11 +532,9 @@ mod tests {
                 holes += 1;
                 continue;
             }
-            let entry = q.slab.get(item.key).expect("an item's entry is live");
-            assert_eq!(entry.bucket as usize, b, "entry in its own bucket");
-            assert_eq!(entry.pos as usize, pos, "entry's position");
+            let value = q.slab.get(item.key).expect("an item's entry is live");
             assert_eq!(q.bucket_of(item.due), b, "due tick of bucket {b}");
-            values.push(entry.value);
+            values.push(*value);
         }
         assert_eq!(queue.dead(), holes, "holes of bucket {b}");
         if values.is_empty() {
@@ -588,6 +543,14 @@ mod tests {
         let bit = (q.occupied[b / 64] >> (b % 64)) & 1 == 1;
         assert_eq!(bit, !values.is_empty(), "occupancy bit of bucket {b}");
         values
+    }
+
+    /// Sweeps out the entries whose values are in `values` (a cancel of
+    /// each); how many it removed.
+    fn sweep<T: Copy + PartialEq>(q: &mut HashedWheel<T>, values: &[T]) -> usize {
+        let count = q.remove_where(&mut |v| values.contains(v), &mut drop);
+        check_invariants(q);
+        count
     }
 
     /// Checks every bucket, that they hold exactly `len` entries, and the
@@ -673,46 +636,44 @@ mod tests {
     }
 
     #[test]
-    fn cancel_unlinks_from_the_middle_head_and_tail_of_a_bucket() {
+    fn a_sweep_removes_from_the_middle_head_and_tail_of_a_bucket() {
         let mut q = HashedWheel::new(1, 4);
         // Due ticks 2, 6, 10, 14, 18: all in bucket 2.
-        let keys: Vec<Key> = (0..5u64).map(|i| q.insert(0, 2 + 4 * i, i)).collect();
+        for i in 0..5u64 {
+            q.insert(0, 2 + 4 * i, i);
+        }
         assert_eq!(bucket(&q, 2), [0, 1, 2, 3, 4]);
-        assert_eq!(q.remove(keys[2]), Some(2), "middle");
+        assert_eq!(sweep(&mut q, &[2]), 1, "middle");
         assert_eq!(bucket(&q, 2), [0, 1, 3, 4]);
-        assert_eq!(q.remove(keys[0]), Some(0), "head, the cached earliest");
+        assert_eq!(sweep(&mut q, &[0]), 1, "head, the cached earliest");
         assert_eq!(bucket(&q, 2), [1, 3, 4]);
-        assert_eq!(q.remove(keys[4]), Some(4), "tail");
+        assert_eq!(sweep(&mut q, &[4]), 1, "tail");
         assert_eq!(bucket(&q, 2), [1, 3]);
         assert_eq!(q.len(), 2);
         assert_eq!(q.next_due(), Some(6));
-        let after = q.insert(0, 22, 5);
+        q.insert(0, 22, 5);
         assert_eq!(bucket(&q, 2), [1, 3, 5], "appended after the new tail");
-        assert_eq!(q.remove(keys[1]), Some(1));
+        assert_eq!(sweep(&mut q, &[1]), 1);
         assert_eq!(q.next_due(), Some(14));
-        assert_eq!(q.remove(keys[3]), Some(3));
-        assert_eq!(q.remove(after), Some(5));
+        assert_eq!(sweep(&mut q, &[3, 5, 1]), 2, "1 was swept before");
         assert_eq!(bucket(&q, 2), [] as [u64; 0], "empty: bit cleared");
         assert_eq!(q.len(), 0);
         assert_eq!(q.next_due(), None);
     }
 
     #[test]
-    fn stale_keys_remove_nothing() {
+    fn a_swept_or_popped_entry_is_not_swept_again() {
         let mut q = HashedWheel::new(1_000, 8);
-        let a = q.insert(0, 5_000, 'a');
-        let b = q.insert(0, 5_000, 'b');
-        assert_eq!(q.remove(a), Some('a'));
-        assert_eq!(q.remove(a), None, "removed twice");
-        assert_eq!(q.pop_due(5_000), Some((b, 'b')));
-        assert_eq!(q.remove(b), None, "already popped");
-        // The slab emptied and starts afresh: its new slot 0 must not
-        // answer to the old keys.
-        let c = q.insert(5_000, 6_000, 'c');
-        assert_eq!((q.remove(a), q.remove(b)), (None, None));
+        q.insert(0, 5_000, 'a');
+        q.insert(0, 5_000, 'b');
+        assert_eq!(sweep(&mut q, &['a']), 1);
+        assert_eq!(sweep(&mut q, &['a']), 0, "swept twice");
+        assert_eq!(q.pop_due(5_000).map(|(_, v)| v), Some('b'));
+        assert_eq!(sweep(&mut q, &['b']), 0, "already popped");
+        q.insert(5_000, 6_000, 'c');
         assert_eq!(q.len(), 1);
         assert_eq!(q.drain(), ['c']);
-        assert_eq!(q.remove(c), None, "drained");
+        assert_eq!(sweep(&mut q, &['c']), 0, "drained");
         assert_eq!(q.len(), 0);
     }
 
@@ -767,11 +728,11 @@ mod tests {
         let mut q = HashedWheel::new(1_000, 8);
         q.insert(0, 1_000_000, "far"); // tick 1000, bucket 0
         q.insert(0, 3_000_000, "farther"); // tick 3000, bucket 0
-        let near = q.insert(0, 50_500, "near"); // tick 51, bucket 3
+        q.insert(0, 50_500, "near"); // tick 51, bucket 3
         assert_eq!(q.next_due(), Some(51_000));
         // Nothing within a revolution of tick 51 is left: the recompute
         // scans every entry and takes the earliest.
-        assert_eq!(q.remove(near), Some("near"));
+        assert_eq!(sweep(&mut q, &["near"]), 1);
         assert_eq!(q.next_due(), Some(1_000_000));
         // An entry behind a farther one in the same bucket.
         q.insert(0, 1_008_000, "next lap"); // tick 1008, bucket 0
@@ -817,11 +778,11 @@ mod tests {
     fn emptied_wheel_gives_its_memory_back() {
         let mut q = HashedWheel::default();
         // Spread over ~1.5 revolutions of the default wheel.
-        let keys: Vec<Key> = (0..100_000u64).map(|i| q.insert(0, i * 7_919, i)).collect();
-        assert_eq!(q.len(), 100_000);
-        for (i, key) in keys.into_iter().enumerate() {
-            assert_eq!(q.remove(key), Some(i as u64));
+        for i in 0..100_000u64 {
+            q.insert(0, i * 7_919, i);
         }
+        assert_eq!(q.len(), 100_000);
+        assert_eq!(q.remove_where(&mut |_| true, &mut drop), 100_000);
         assert_eq!(q.len(), 0);
         assert_eq!(q.next_due(), None);
         assert_eq!(q.slab.slots.capacity(), 0, "the slab holds no memory");
@@ -855,7 +816,7 @@ mod tests {
     fn pops_out_of_insertion_order_leave_holes_that_are_compacted() {
         // One bucket of 1 ns: every entry shares it, each its own round.
         let mut q = HashedWheel::new(1, 1);
-        let far = q.insert(0, 1_000_000, u64::MAX);
+        q.insert(0, 1_000_000, u64::MAX);
         // 100 entries behind the far one, due in turn: each pop leaves a
         // hole behind the head (the far entry), and the holes are compacted
         // once they outnumber the entries.
@@ -874,7 +835,7 @@ mod tests {
         q.insert(0, 400, 400);
         assert_eq!(bucket(&q, 0), [u64::MAX, 500, 400]);
         assert_eq!(pop_all(&mut q, 999_999), [400, 500]);
-        assert_eq!(q.remove(far), Some(u64::MAX));
+        assert_eq!(sweep(&mut q, &[u64::MAX]), 1);
         assert_eq!(q.len(), 0);
         assert!(q.buckets[0].all().is_empty());
     }
@@ -892,58 +853,19 @@ mod tests {
             q.insert(0, 11, 1_000 + i);
         }
         assert_eq!(pop_all(&mut q, 10), (0..100).collect::<Vec<_>>());
-        // The same through removals: cancelling most of the next round's
-        // entries (not the last, which would just be dropped) compacts the
-        // bucket while the cache points into it.
-        let keys: Vec<Key> = (0..300u64).map(|i| q.insert(0, 12, 2_000 + i)).collect();
-        for key in &keys[10..299] {
-            q.remove(*key);
-            check_invariants(&q);
+        // A sweep of most of the next tick's entries rewrites the bucket
+        // while the cache points into it.
+        for i in 0..300u64 {
+            q.insert(0, 12, 2_000 + i);
         }
+        let swept: Vec<u64> = (2_010..2_299).collect();
+        assert_eq!(sweep(&mut q, &swept), 289);
         assert!(q.buckets[0].end() < 300, "compacted");
         assert_eq!(q.next_due(), Some(11));
         let rest = (1_000..1_100).chain(2_000..2_010).chain([2_299]);
         let rest = rest.collect::<Vec<_>>();
         assert_eq!(pop_all(&mut q, 12), rest);
         assert_eq!(bucket(&q, 0), [u64::MAX]);
-    }
-
-    #[test]
-    fn removals_while_time_stands_still_do_not_pile_up() {
-        let mut q = HashedWheel::new(1_000, 8);
-        let stays = q.insert(0, 5_000, 0);
-        let mut previous = None;
-        for i in 1..100_000 {
-            // All in the bucket of tick 5, many rounds ahead; each removal
-            // leaves a hole (the entry after it is still there).
-            let key = q.insert(0, 5_000 + i * 8_000, i);
-            if let Some((prev, value)) = previous.replace((key, i)) {
-                assert_eq!(q.remove(prev), Some(value));
-            }
-        }
-        check_invariants(&q);
-        let b = &q.buckets[5];
-        assert!(b.end() <= 2 + MIN_COMPACTED + 1, "{}", b.end());
-        assert!(b.capacity() <= RETAINED_ITEMS, "{}", b.capacity());
-        assert_eq!(q.remove(stays), Some(0));
-        assert_eq!(q.remove(previous.unwrap().0), Some(99_999));
-        assert_eq!(q.len(), 0);
-    }
-
-    #[test]
-    fn cancelling_the_latest_entries_leaves_no_holes() {
-        let mut q = HashedWheel::new(1, 1);
-        let first = q.insert(0, 10, 'a');
-        let keys: Vec<Key> = "bcdef".chars().map(|c| q.insert(0, 20, c)).collect();
-        // Out of order: d leaves a hole, then f, e and the hole go.
-        for (key, value) in [(keys[2], 'd'), (keys[4], 'f'), (keys[3], 'e')] {
-            assert_eq!(q.remove(key), Some(value));
-        }
-        assert_eq!(q.buckets[0].end(), 3);
-        assert_eq!(q.buckets[0].dead(), 0);
-        assert_eq!(bucket(&q, 0), ['a', 'b', 'c']);
-        assert_eq!(q.remove(first), Some('a'));
-        assert_eq!(pop_all(&mut q, 20), ['b', 'c']);
     }
 
     /// Random operations with every structural invariant checked after
@@ -959,12 +881,12 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_costs_48_bytes_for_a_fat_arc() {
+    fn an_entry_costs_40_bytes_for_a_fat_arc() {
         type Fat = Arc<dyn std::any::Any + Send + Sync>;
         assert_eq!(size_of::<Fat>(), 16);
-        // The value, its bucket and position, and the slab's generation;
-        // then its item in the bucket: its key and due tick.
-        assert_eq!(size_of::<SlabSlot<Entry<Fat>>>(), 32);
+        // The value and the slab's generation; then its item in the
+        // bucket: its key and due tick.
+        assert_eq!(size_of::<SlabSlot<Fat>>(), 24);
         assert_eq!(size_of::<Item>(), 16);
         assert_eq!(size_of::<Items<Item>>(), 32, "a bucket");
     }

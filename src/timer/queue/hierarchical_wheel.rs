@@ -33,7 +33,7 @@
 //! * **Slots are arrays, not linked lists**: each slot keeps its entries in
 //!   a vector of *items* (the entry's [`Key`] and a copy of its tick, 16
 //!   bytes), appended to in insertion order (the item store both wheels
-//!   share, [`Items`], with its head and its count of tombstones); the
+//!   share, [`Items`], with its head); the
 //!   values live in the crate's generational [`Slab`]. So placing an entry
 //!   writes to the end of its slot's vector (a line the cache holds: a few
 //!   hundred slots are in use at a time), and a cascade is one sequential
@@ -45,17 +45,12 @@
 //!   and asks the CPU to fetch the entry of the item eight places on (a
 //!   prefetch), so that the pops of one tick overlap their cache misses
 //!   (measured: the same section).
-//! * **O(1) insert and cancel** by [`Key`]: a removal takes the value out
-//!   of the slab at once and leaves its item behind as a *tombstone* (its
-//!   key is stale), counted in its slot; a pop or a cascade drops it, a
-//!   slot whose entries are all gone is emptied, and a slot whose
-//!   tombstones outnumber its entries is compacted (amortised O(1) per
-//!   removal: a slot never holds more than twice its entries plus a few,
-//!   however long time stands still). The executor itself never removes by
-//!   key: it sweeps its cancelled entries out in one pass
-//!   ([`remove_where`](DelayQueue::remove_where)), which compacts every
-//!   slot and gives back the room it no longer needs. An entry does not
-//!   store its level and slot:
+//! * **O(1) insert; cancels leave together**: the timer counts its
+//!   cancels and sweeps them out in one pass
+//!   ([`remove_where`](DelayQueue::remove_where)), which rewrites every
+//!   slot it removes from and gives back the room it no longer needs, so
+//!   a slot holds its entries and nothing else (a pop takes its front, a
+//!   cascade moves it whole). An entry does not store its level and slot:
 //!   like tokio, the wheel derives them from the entry's tick and its own
 //!   time (the placement rule above gives the same answer until the wheel
 //!   reaches the slot, when it cascades it). A timer a year out costs what
@@ -66,8 +61,8 @@
 //!   slot spans many ticks, and its start is only a cascade point: reporting
 //!   it (as tokio's and Kafka's wheels do) would wake the timer thread for
 //!   nothing. Instead each coarse slot keeps its minimum tick, set by its
-//!   first entry and lowered by later ones in O(1); only a cancel of the
-//!   entry holding it loses it, and one scan of that slot finds it again.
+//!   first entry and lowered by later ones in O(1), and found again by a
+//!   sweep that removes entries from the slot.
 //! * **FIFO among equal deadlines**: entries with equal deadlines in the
 //!   wheel together have equal ticks (an overdue one gets the wheel's time,
 //!   which cannot have passed an entry still in the wheel), hence the same
@@ -95,30 +90,26 @@
 //!
 //! With `n` entries:
 //!
-//! * `insert`, `remove`: O(1) (a division, an xor and a leading-zero count
-//!   to place the entry, a vector push or a tombstone, two bitmap words;
-//!   `remove` amortised, counting the compactions it triggers).
+//! * `insert`: O(1) (a division, an xor and a leading-zero count to place
+//!   the entry, a vector push, two bitmap words). There is no removal of
+//!   one entry: a cancel is counted and swept (`remove_where`, below), as
+//!   the timer does for every backend.
 //! * `pop_due`: O(1) per entry popped, plus the cascades of the slots it
 //!   reaches (each entry at most once per level: O(levels) per entry over
 //!   its life, not per call). Time jumps cost nothing.
-//! * `next_due`: O(1) (two bit scans and the slot's kept minimum), except
-//!   after the entry holding a coarse slot's minimum was cancelled: then a
-//!   scan of that one slot's items, O(k) for its k entries, after which it
-//!   holds again. (One minimum per level would be lost at each cascade:
-//!   with a million timers over a second, each 64 ms slot of level 1 would
-//!   need a scan of ~64,000 entries when it became the earliest, which
-//!   makes the `timer-fire` workload's tasks late by far more than a tick;
-//!   measured: see `benches/README.md`, "The hierarchical wheel: a minimum
-//!   per coarse slot".) A pathological load (cancelling, again and again,
-//!   the earliest of many timers sharing one coarse slot) pays O(k) per
-//!   call.
+//! * `next_due`: O(1) (two bit scans and the slot's kept minimum). (One
+//!   minimum per level would be lost at each cascade: with a million
+//!   timers over a second, each 64 ms slot of level 1 would need a scan of
+//!   ~64,000 entries when it became the earliest, which makes the
+//!   `timer-fire` workload's tasks late by far more than a tick; measured:
+//!   see `benches/README.md`, "The hierarchical wheel: a minimum per
+//!   coarse slot".)
 //! * `drain`: O(n + occupied slots). `len`: O(1).
 //! * Memory: fixed, 11 × 64 slots of 32 bytes (22 KiB) and their kept
 //!   minima (16 bytes each, 11 KiB), 11 bitmap words and a few words of
-//!   state; per entry one slab slot (the value, its tick and the slab's
-//!   generation: 32 bytes for a 16-byte value such as `Arc<dyn Trait>`)
-//!   and one 16-byte item, plus the vectors' spare room (at most as much
-//!   again). An emptied slot keeps room for at most 256 items (4 KiB); the
+//!   state; per entry one slab slot (the value and the slab's generation:
+//!   24 bytes for a 16-byte value such as `Arc<dyn Trait>`) and one
+//!   16-byte item, plus the vectors' spare room (at most as much again). An emptied slot keeps room for at most 256 items (4 KiB); the
 //!   slab frees its slots when the wheel empties.
 //!
 //! # Lateness
@@ -132,7 +123,7 @@
 //! # When to use it
 //!
 //! Many timers over wide spans (timeouts, retries, leases), most cancelled
-//! before they fire, where O(1) insert and cancel matter more than sub-tick
+//! before they fire, where O(1) insert and pop matter more than sub-tick
 //! precision. With few timers, or when the exact deadline matters, the
 //! heap is simpler and exact.
 
@@ -153,22 +144,11 @@ const LEVELS: usize = (u64::BITS as usize).div_ceil(SLOT_BITS as usize);
 /// How many items ahead a pop asks for the slab entry it will need.
 const PREFETCH_AHEAD: usize = 8;
 
-/// One timer in the slab: its value and its tick.
-#[derive(Debug)]
-struct Entry<T> {
-    value: T,
-    /// The tick it is due at: its deadline rounded up to the tick, or the
-    /// wheel's time if that was later when it was inserted. With the
-    /// wheel's time it determines the entry's level and slot.
-    // Read only by the removal by key, which only the tests make since the
-    // timer sweeps instead (issue 35): it goes with that removal, when the
-    // wheels' entries become intrusive (lever 4).
-    #[cfg_attr(not(all(test, not(loom))), allow(dead_code))]
-    tick: u64,
-}
-
-/// One entry in a slot's queue: its key and (a copy of) its tick, so that
-/// placing, cascading and scanning never read the slab.
+/// One entry in a slot's queue: its key in the slab (which holds the
+/// value) and its tick, so that placing, cascading and scanning never read
+/// the slab. The tick is the entry's deadline rounded up to the tick, or
+/// the wheel's time if that was later when it was inserted; with the
+/// wheel's time it determines the entry's level and slot.
 #[derive(Clone, Copy, Debug)]
 struct Item {
     key: Key,
@@ -183,8 +163,7 @@ pub(crate) struct HierarchicalWheel<T> {
     /// ahead of the last `now` given to `pop_due`.
     elapsed: u64,
     /// `LEVELS × SLOTS` slots, level by level: each slot's items in
-    /// insertion order, with tombstones (items whose entry was removed by
-    /// key: their keys are stale).
+    /// insertion order.
     slots: Box<[Items<Item>]>,
     /// Per level, bit `s` set iff slot `s` of that level holds an entry.
     occupied: [u64; LEVELS],
@@ -193,10 +172,10 @@ pub(crate) struct HierarchicalWheel<T> {
     /// Per slot of the levels above 0 (a level-0 slot is a single tick),
     /// the earliest tick of its entries when known (`None`: unknown, or
     /// empty). Kept by every insert in O(1) (a slot's first entry sets it,
-    /// later ones lower it); lost only when the entry holding it leaves
-    /// early (a removal by key), then found again by one scan of that slot.
+    /// later ones lower it) and by a sweep (which scans the slots it
+    /// removes from).
     slot_min: Box<[Cell<Option<u64>>]>,
-    slab: Slab<Entry<T>>,
+    slab: Slab<T>,
 }
 
 impl<T> fmt::Debug for HierarchicalWheel<T> {
@@ -357,25 +336,14 @@ impl<T> HierarchicalWheel<T> {
         }
     }
 
-    /// True if `item` is a tombstone (its entry was removed by key).
-    #[inline]
-    fn is_tombstone(&self, item: &Item) -> bool {
-        self.slab.get(item.key).is_none()
-    }
-
     /// Moves the entries of `slot` on `level` (> 0), which the wheel's time
     /// just reached, to the levels below, in order. A sequential pass over
-    /// the slot's items that does not read the slab, unless the slot holds
-    /// tombstones (then they are dropped on the way).
+    /// the slot's items that does not read the slab.
     fn cascade(&mut self, level: usize, slot: usize) {
         let index = level * SLOTS + slot;
         let mut queue = std::mem::take(&mut self.slots[index]);
         self.clear_slot(level, slot);
-        let check = queue.dead() > 0;
         for item in queue.pending() {
-            if check && self.is_tombstone(item) {
-                continue;
-            }
             debug_assert!(self.position(item.tick).0 < level, "a cascade moves down");
             self.link(*item);
         }
@@ -391,12 +359,9 @@ impl<T> HierarchicalWheel<T> {
         if let Some(min) = cached.get() {
             return min;
         }
-        let queue = &self.slots[level * SLOTS + slot];
-        let check = queue.dead() > 0;
-        let tick = queue
+        let tick = self.slots[level * SLOTS + slot]
             .pending()
             .iter()
-            .filter(|item| !(check && self.is_tombstone(item)))
             .map(|item| item.tick)
             .min()
             .unwrap_or(u64::MAX);
@@ -404,42 +369,27 @@ impl<T> HierarchicalWheel<T> {
         tick
     }
 
-    /// Drops the tombstones (and the popped items) of slot `index`. Called
-    /// when they outnumber its entries, so each removal by key pays O(1)
-    /// for it, amortised, and a slot's items never exceed twice its entries
-    /// (plus `MIN_COMPACTED`), however many removals time does not pass.
-    #[cfg(all(test, not(loom)))]
-    fn compact(&mut self, index: usize) {
-        let slab = &self.slab;
-        self.slots[index].retain(|item| slab.get(item.key).is_some());
-    }
-
-    /// Pops the first entry of the level-0 `slot` (which holds one),
-    /// skipping tombstones.
+    /// Pops the first entry of the level-0 `slot` (which holds one).
     fn pop_front(&mut self, slot: usize) -> (Key, T) {
-        loop {
-            let queue = &mut self.slots[slot];
-            let at = queue.head();
-            let key = queue.pop_front().key;
-            if let Some(ahead) = queue.all().get(at + PREFETCH_AHEAD) {
-                self.slab.prefetch(ahead.key.slot);
-            }
-            match self.slab.remove(key) {
-                Some(entry) => {
-                    if self.slots[slot].live() == 0 {
-                        self.clear_slot(0, slot);
-                    }
-                    return (key, entry.value);
-                }
-                None => self.slots[slot].popped_dead(),
-            }
+        let queue = &mut self.slots[slot];
+        let at = queue.head();
+        let key = queue.pop_front().key;
+        if let Some(ahead) = queue.all().get(at + PREFETCH_AHEAD) {
+            self.slab.prefetch(ahead.key.slot);
         }
+        let value = self
+            .slab
+            .remove(key)
+            .expect("an item's entry is in the slab");
+        if self.slots[slot].live() == 0 {
+            self.clear_slot(0, slot);
+        }
+        (key, value)
     }
 }
 
-/// The keyed operations: the trait's `insert` and `pop_due` without the
-/// address, and a removal by address (the tests', and the property test's
-/// reference for the wheels' structure).
+/// The trait's `insert` and `pop_due`, with the entry's address (the
+/// tests look at it).
 impl<T> HierarchicalWheel<T> {
     /// Adds `value`, due at `deadline` (as [`DelayQueue::insert`]), and
     /// returns its address.
@@ -447,34 +397,9 @@ impl<T> HierarchicalWheel<T> {
         debug_assert!(self.tick_of_now(now) >= self.elapsed, "now went back");
         // Overdue (behind the wheel's time): due at the wheel's time.
         let tick = self.tick_of_deadline(deadline).max(self.elapsed);
-        let key = self.slab.insert(Entry { value, tick });
+        let key = self.slab.insert(value);
         self.link(Item { key, tick });
         key
-    }
-
-    /// Removes the entry `key` addresses; `None` if it is no longer there
-    /// (a stale key removes nothing). The tests' only: the timer sweeps.
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn remove(&mut self, key: Key) -> Option<T> {
-        // Its item stays behind as a tombstone, counted in its slot.
-        let entry = self.slab.remove(key)?;
-        let (level, slot) = self.position(entry.tick);
-        let index = level * SLOTS + slot;
-        let queue = &mut self.slots[index];
-        queue.mark_dead();
-        if queue.live() == 0 {
-            self.clear_slot(level, slot);
-            return Some(entry.value);
-        }
-        if queue.needs_compaction() {
-            self.compact(index);
-        }
-        if self.slot_min[index].get() == Some(entry.tick) {
-            // The minimum may have left (another entry of the same tick may
-            // remain: found again by a scan, harmlessly).
-            self.slot_min[index].set(None);
-        }
-        Some(entry.value)
     }
 
     /// As [`DelayQueue::pop_due`], with the popped entry's address.
@@ -539,11 +464,12 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         while let Some((level, slot)) = self.first_occupied() {
             let queue = std::mem::take(&mut self.slots[level * SLOTS + slot]);
             self.clear_slot(level, slot);
-            let values = queue
-                .pending()
-                .iter()
-                .filter_map(|item| self.slab.remove(item.key));
-            all.extend(values.map(|entry| entry.value));
+            let values = queue.pending().iter().map(|item| {
+                self.slab
+                    .remove(item.key)
+                    .expect("an item's entry is in the slab")
+            });
+            all.extend(values);
         }
         all
     }
@@ -552,8 +478,8 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
     /// order (mostly the order the entries, and their tasks, were
     /// allocated in), removing each dead entry and noting its slot in a
     /// bitmap; then each occupied slot's items, keeping, in order, those
-    /// neither noted nor tombstones (the slab is read only for slots that
-    /// hold tombstones). Walking slot by slot instead would read the slab in
+    /// not noted (without reading the slab). Walking slot by slot instead
+    /// would read the slab in
     /// a slot's order, a cache miss per entry (measured: see
     /// `benches/README.md`, "The wheels' sweeps: in slab-slot order").
     ///
@@ -566,9 +492,7 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         dead: &mut dyn FnMut(&T) -> bool,
         removed: &mut dyn FnMut(T),
     ) -> usize {
-        let gone = self
-            .slab
-            .remove_where(|entry| dead(&entry.value), |entry| removed(entry.value));
+        let gone = self.slab.remove_where(|value| dead(value), removed);
         if gone.count == 0 {
             return 0;
         }
@@ -578,13 +502,7 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
                 let slot = bitmap.trailing_zeros() as usize;
                 bitmap &= bitmap - 1;
                 let index = level * SLOTS + slot;
-                let slab = &self.slab;
-                let queue = &mut self.slots[index];
-                let has_tombstones = queue.dead() > 0;
-                queue.retain(|item| {
-                    !gone.contains(item.key.slot)
-                        && (!has_tombstones || slab.get(item.key).is_some())
-                });
+                self.slots[index].retain(|item| !gone.contains(item.key.slot));
                 let queue = &self.slots[index];
                 if queue.pending().is_empty() {
                     self.clear_slot(level, slot);
@@ -613,7 +531,6 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::timer::queue::items::{MIN_COMPACTED, RETAINED_ITEMS};
 
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -621,8 +538,8 @@ mod tests {
     const SECOND: Nanos = 1_000_000_000;
 
     /// Checks every structural invariant: each live entry has one item, in
-    /// the slot its tick places it in, with its tick; each slot counts its
-    /// tombstones; an empty slot holds no items; the bitmaps match the
+    /// the slot its tick places it in, with its tick; no slot holds a dead
+    /// item; an empty slot holds no items; the bitmaps match the
     /// slots; no slot lies behind the wheel's time; the cached minima are
     /// exact; and the slots hold exactly `len` entries.
     fn check_invariants<T>(q: &HierarchicalWheel<T>) {
@@ -638,13 +555,9 @@ mod tests {
                         "{level}/{slot}"
                     );
                 }
-                let (mut min, mut tombstones) = (u64::MAX, 0);
+                let mut min = u64::MAX;
                 for item in queue.pending() {
-                    let Some(entry) = q.slab.get(item.key) else {
-                        tombstones += 1;
-                        continue;
-                    };
-                    assert_eq!(entry.tick, item.tick, "tick of {:?}", item.key);
+                    assert!(q.slab.get(item.key).is_some(), "{:?} is live", item.key);
                     assert_eq!(
                         q.position(item.tick),
                         (level, slot),
@@ -655,7 +568,7 @@ mod tests {
                     assert!(seen.insert(item.key), "{:?} listed twice", item.key);
                     min = min.min(item.tick);
                 }
-                assert_eq!(queue.dead(), tombstones, "tombstones of {level}/{slot}");
+                assert_eq!(queue.dead(), 0, "no dead items in {level}/{slot}");
                 if let Some(cached) = q.slot_min[level * SLOTS + slot].get() {
                     assert!(level > 0, "a cached minimum on level 0");
                     assert_eq!(cached, min, "cached minimum of {level}/{slot}");
@@ -669,6 +582,14 @@ mod tests {
         }
         assert_eq!(seen.len(), q.len());
         q.first_occupied(); // its debug assertion: nothing behind
+    }
+
+    /// Sweeps out the entries whose values are in `values` (a cancel of
+    /// each); how many it removed.
+    fn sweep<T: PartialEq>(q: &mut HierarchicalWheel<T>, values: &[T]) -> usize {
+        let count = q.remove_where(&mut |v| values.contains(v), &mut drop);
+        check_invariants(q);
+        count
     }
 
     /// Pops everything due at `now`.
@@ -704,12 +625,12 @@ mod tests {
         let due_tick = 262_144 + 3 * 4_096 + 5 * 64 + 7;
         let deadline = (due_tick - 1) * tick + 345;
         let due = due_tick * tick;
-        let key = q.insert(0, deadline, "far");
-        let near = q.insert(0, 5 * tick, "near");
+        q.insert(0, deadline, "far");
+        q.insert(0, 5 * tick, "near");
         assert_eq!(level_of(&q, deadline), 3);
         assert_eq!(q.next_due(), Some(5 * tick));
         assert_eq!(pop_all(&mut q, 5 * tick), ["near"]);
-        assert_eq!(q.remove(near), None);
+        assert_eq!(sweep(&mut q, &["near"]), 0, "popped");
         assert_eq!(q.next_due(), Some(due), "the entry's own tick");
         // Through its cascade points: never early, one level down at each.
         let mut levels = Vec::new();
@@ -725,7 +646,6 @@ mod tests {
         assert!(pop_all(&mut q, due - 1).is_empty(), "early");
         assert!(due - deadline < tick, "at most a tick late");
         assert_eq!(pop_all(&mut q, due), ["far"]);
-        assert_eq!(q.remove(key), None);
         assert_eq!(q.next_due(), None);
     }
 
@@ -759,53 +679,51 @@ mod tests {
     }
 
     #[test]
-    fn cancel_from_head_middle_and_tail_of_a_slot() {
+    fn a_sweep_removes_from_the_head_middle_and_tail_of_a_slot() {
         let mut q = HierarchicalWheel::new(1);
         // One level-2 slot (4096..8191) and one level-0 slot.
-        let far: Vec<Key> = (0..5).map(|i| q.insert(0, 5_000 + i, i)).collect();
-        let near: Vec<Key> = (10..14).map(|i| q.insert(0, 7, i)).collect();
+        for i in 0..5 {
+            q.insert(0, 5_000 + i, i);
+        }
+        for i in 10..14 {
+            q.insert(0, 7, i);
+        }
         check_invariants(&q);
-        assert_eq!(q.remove(far[2]), Some(2)); // middle
-        assert_eq!(q.remove(far[0]), Some(0)); // head
-        assert_eq!(q.remove(far[4]), Some(4)); // tail
-        assert_eq!(q.remove(near[3]), Some(13)); // tail
-        assert_eq!(q.remove(near[0]), Some(10)); // head
-        assert_eq!(q.remove(near[1]), Some(11)); // middle of what is left
-        check_invariants(&q);
+        // The middle, head and tail of each slot.
+        assert_eq!(sweep(&mut q, &[2, 0, 4, 13, 10, 11]), 6);
         assert_eq!(q.len(), 3);
         assert_eq!(pop_all(&mut q, 10_000), [12, 1, 3]);
         assert_eq!(q.occupied_levels, 0);
     }
 
     #[test]
-    fn cancel_after_a_cascade() {
+    fn a_sweep_after_a_cascade_finds_the_slot_minimum_again() {
         let mut q = HierarchicalWheel::new(1);
-        let keys: Vec<Key> = (0..4).map(|i| q.insert(0, 5_000 + 100 * i, i)).collect();
+        for i in 0..4 {
+            q.insert(0, 5_000 + 100 * i, i);
+        }
         assert_eq!(level_of(&q, 5_000), 2);
         assert!(pop_all(&mut q, 4_096).is_empty());
         assert_eq!(level_of(&q, 5_000), 1);
-        assert_eq!(q.remove(keys[0]), Some(0));
+        assert_eq!(sweep(&mut q, &[0]), 1);
         assert_eq!(q.next_due(), Some(5_100));
         assert_eq!(pop_all(&mut q, 5_150), [1]);
-        assert_eq!(q.remove(keys[2]), Some(2));
-        check_invariants(&q);
+        assert_eq!(sweep(&mut q, &[2, 1]), 1, "1 was popped");
         assert_eq!(pop_all(&mut q, 6_000), [3]);
-        assert_eq!(q.remove(keys[1]), None, "popped at 5_150");
     }
 
     #[test]
-    fn stale_keys_remove_nothing() {
+    fn a_swept_slab_slot_is_reused_and_what_left_is_not_swept_again() {
         let mut q = HierarchicalWheel::new(1_000);
-        let a = q.insert(0, 10_000, 'a');
-        let b = q.insert(0, 10_000_000, 'b');
-        assert_eq!(q.remove(a), Some('a'));
-        assert_eq!(q.remove(a), None, "removed twice");
-        let c = q.insert(0, 20_000, 'c'); // reuses a's slab slot
-        assert_eq!(q.remove(a), None, "a's key must not remove c");
+        q.insert(0, 10_000, 'a');
+        q.insert(0, 10_000_000, 'b');
+        assert_eq!(sweep(&mut q, &['a']), 1);
+        assert_eq!(sweep(&mut q, &['a']), 0, "swept twice");
+        q.insert(0, 20_000, 'c'); // reuses a's slab slot
         assert_eq!(pop_all(&mut q, 20_000), ['c']);
-        assert_eq!(q.remove(c), None, "popped");
+        assert_eq!(sweep(&mut q, &['c']), 0, "popped");
         assert_eq!(q.drain(), ['b']);
-        assert_eq!(q.remove(b), None, "drained");
+        assert_eq!(sweep(&mut q, &['b']), 0, "drained");
         assert_eq!(q.len(), 0);
     }
 
@@ -861,7 +779,7 @@ mod tests {
     fn next_due_is_the_exact_tick_of_an_entry_on_a_coarse_level() {
         let tick = 1_000;
         let mut q = HierarchicalWheel::new(tick);
-        let late = q.insert(0, 5_000_000_123, 'l');
+        q.insert(0, 5_000_000_123, 'l');
         assert!(level_of(&q, 5_000_000_123) >= 2);
         assert_eq!(
             q.next_due(),
@@ -869,18 +787,17 @@ mod tests {
             "rounded up, not the slot start"
         );
         // An earlier entry in the same slot lowers the cached minimum...
-        let early = q.insert(0, 5_000_000_000 - 7, 'e');
+        q.insert(0, 5_000_000_000 - 7, 'e');
         assert_eq!(level_of(&q, 5_000_000_000), level_of(&q, 5_000_000_123));
         assert_eq!(q.next_due(), Some(5_000_000_000));
         // ... a later one does not ...
         q.insert(0, 5_000_050_000, 'x');
         assert_eq!(q.next_due(), Some(5_000_000_000));
         check_invariants(&q);
-        // ... and removing the minimum recomputes it.
-        assert_eq!(q.remove(early), Some('e'));
+        // ... and sweeping the minimum out recomputes it.
+        assert_eq!(sweep(&mut q, &['e']), 1);
         assert_eq!(q.next_due(), Some(5_000_001_000));
-        check_invariants(&q);
-        assert_eq!(q.remove(late), Some('l'));
+        assert_eq!(sweep(&mut q, &['l']), 1);
         assert_eq!(q.next_due(), Some(5_000_050_000));
         // A finer level in front takes precedence, and leaves the coarse
         // level's cache alone.
@@ -923,19 +840,18 @@ mod tests {
     }
 
     #[test]
-    fn a_year_out_timer_is_placed_and_cancelled_at_once() {
+    fn a_year_out_timer_is_placed_and_swept_at_once() {
         let year = 365 * 24 * 3_600 * SECOND;
         let mut q = HierarchicalWheel::default();
-        let key = q.insert(0, year, "year");
-        let second = q.insert(0, SECOND, "second");
+        q.insert(0, year, "year");
+        q.insert(0, SECOND, "second");
         assert_eq!(level_of(&q, year), 5);
         assert_eq!(q.next_due(), Some(SECOND));
-        assert_eq!(q.remove(key), Some("year"));
-        assert_eq!(q.remove(second), Some("second"));
-        let key = q.insert(0, year, "year");
+        assert_eq!(sweep(&mut q, &["year", "second"]), 2);
+        q.insert(0, year, "year");
         assert!(pop_all(&mut q, year - 1).is_empty());
         assert_eq!(q.next_due(), Some(year));
-        assert_eq!(q.remove(key), Some("year"), "after cascading");
+        assert_eq!(sweep(&mut q, &["year"]), 1, "after cascading");
         q.insert(year - 1, year, "year");
         assert_eq!(pop_all(&mut q, year), ["year"]);
     }
@@ -943,13 +859,11 @@ mod tests {
     #[test]
     fn emptied_wheel_gives_its_memory_back() {
         let mut q = HierarchicalWheel::new(1_000);
-        let keys: Vec<Key> = (0..100_000u64)
-            .map(|i| q.insert(0, 1_000 + i * 997, ()))
-            .collect();
-        check_invariants(&q);
-        for k in keys {
-            assert_eq!(q.remove(k), Some(()));
+        for i in 0..100_000u64 {
+            q.insert(0, 1_000 + i * 997, ());
         }
+        check_invariants(&q);
+        assert_eq!(q.remove_where(&mut |_| true, &mut drop), 100_000);
         assert_eq!(q.len(), 0);
         assert_eq!(q.next_due(), None);
         assert_eq!(q.occupied_levels, 0);
@@ -970,30 +884,13 @@ mod tests {
     }
 
     #[test]
-    fn removals_while_time_stands_still_do_not_pile_up() {
-        let mut q = HierarchicalWheel::new(1_000);
-        let stays = q.insert(0, 5 * SECOND, 0);
-        for i in 1..100_000 {
-            let key = q.insert(0, 5 * SECOND + i, i);
-            assert_eq!(q.remove(key), Some(i));
-        }
-        check_invariants(&q);
-        let (level, slot) = q.position(q.tick_of_deadline(5 * SECOND));
-        let queue = &q.slots[level * SLOTS + slot];
-        assert!(queue.end() <= 1 + MIN_COMPACTED + 1, "{}", queue.end());
-        assert!(queue.capacity() <= RETAINED_ITEMS, "{}", queue.capacity());
-        assert_eq!(q.remove(stays), Some(0));
-        assert_eq!(q.len(), 0);
-    }
-
-    #[test]
     #[cfg(target_pointer_width = "64")]
-    fn an_entry_costs_48_bytes_for_a_fat_arc() {
+    fn an_entry_costs_40_bytes_for_a_fat_arc() {
         type Fat = Arc<dyn Fn() + Send + Sync>;
-        let slab = std::mem::size_of::<crate::timer::queue::slab::SlabSlot<Entry<Fat>>>();
+        let slab = std::mem::size_of::<crate::timer::queue::slab::SlabSlot<Fat>>();
         let item = std::mem::size_of::<Item>();
         println!("slab slot for Arc<dyn Trait>: {slab} bytes, item {item} bytes");
-        assert_eq!(slab + item, 48);
+        assert_eq!(slab + item, 40);
         assert_eq!(std::mem::size_of::<Items<Item>>(), 32, "a slot");
     }
 

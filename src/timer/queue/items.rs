@@ -10,10 +10,10 @@
 //! the wheel compacts it (which tells it the new ones).
 //!
 //! An item becomes *dead* when its entry leaves the slab out of order (a
-//! removal by key, or a pop that is not at the head). The hashed wheel
-//! marks a dead item in place (a *hole*: [`Hole`]); the hierarchical wheel,
-//! whose entries do not know their item's position, leaves it as it is (a
-//! *tombstone*, whose key the slab no longer knows). Either way the store
+//! pop that is not at the head, in the hashed wheel, where a bucket holds
+//! entries of several rounds; the hierarchical wheel pops only at the head
+//! of a slot, and its sweep rewrites the slots it removes from). The
+//! hashed wheel marks a dead item in place (a *hole*: [`Hole`]); the store
 //! counts it, a pop at the head drops it, an emptied store is cleared, and
 //! a store whose dead items outnumber its live ones (and
 //! [`MIN_COMPACTED`]) is compacted: so it never holds more than twice its
@@ -77,8 +77,8 @@ impl<I> Items<I> {
         self.head as usize
     }
 
-    /// The dead items from the head on.
-    #[inline]
+    /// The dead items from the head on (the tests').
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn dead(&self) -> usize {
         self.dead as usize
     }
@@ -108,8 +108,8 @@ impl<I> Items<I> {
     }
 
     /// Moves the head past its item and returns it (the caller pops its
-    /// entry, or finds it dead: [`popped_dead`](Self::popped_dead)).
-    /// Panics if the store holds no item from the head on.
+    /// entry: the item at the head is never dead). Panics if the store
+    /// holds no item from the head on.
     #[inline]
     pub(crate) fn pop_front(&mut self) -> I
     where
@@ -118,21 +118,6 @@ impl<I> Items<I> {
         let item = self.items[self.head as usize];
         self.head += 1;
         item
-    }
-
-    /// The item [`pop_front`](Self::pop_front) returned was dead: it is no
-    /// longer counted.
-    #[inline]
-    pub(crate) fn popped_dead(&mut self) {
-        self.dead -= 1;
-    }
-
-    /// An item from the head on died without being marked (a tombstone):
-    /// counts it.
-    #[inline]
-    #[cfg(all(test, not(loom)))]
-    pub(crate) fn mark_dead(&mut self) {
-        self.dead += 1;
     }
 
     /// True if the dead items outnumber the live ones (and
@@ -183,8 +168,7 @@ impl<I> Items<I> {
 impl<I: Hole> Items<I> {
     /// Records that the entry of the item at `pos` (from the head on, not
     /// a hole) left: the vector drops the item if it is the last (with the
-    /// holes before it: a time-out cancelled soon after it was set leaves
-    /// nothing behind), the head moves past it (and past the holes behind
+    /// holes before it), the head moves past it (and past the holes behind
     /// it) if it is the first, or it becomes a hole. So the item at the
     /// head, if any, is never a hole.
     pub(crate) fn take(&mut self, pos: usize) {

@@ -157,8 +157,8 @@ impl<E> Slab<E> {
         }
     }
 
-    /// The entry `key` addresses, if it is still there.
-    #[inline]
+    /// The entry `key` addresses, if it is still there (the tests').
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn get(&self, key: Key) -> Option<&E> {
         match self.slots.get(key.slot as usize)? {
             SlabSlot::Occupied { entry, generation } if *generation == key.generation => {
@@ -173,14 +173,6 @@ impl<E> Slab<E> {
     #[inline]
     pub(crate) fn prefetch(&self, slot: u32) {
         prefetch(&self.slots, slot as usize);
-    }
-
-    /// The entry in `slot`, which the caller knows to be occupied.
-    pub(crate) fn at_mut(&mut self, slot: u32) -> &mut E {
-        match &mut self.slots[slot as usize] {
-            SlabSlot::Occupied { entry, .. } => entry,
-            SlabSlot::Vacant { .. } => unreachable!("slot {slot} is occupied"),
-        }
     }
 
     pub(crate) fn len(&self) -> usize {
