@@ -86,7 +86,9 @@ impl<F, T, L: Label> TaskCell<F, T, L> {
     /// # Safety
     ///
     /// The caller won `leave_scheduled` (it moved the lifecycle out of
-    /// SCHEDULED), and calls this once.
+    /// SCHEDULED), and calls this once, right after, before any code that
+    /// could unwind (the cell's destructor no longer drops the closure
+    /// once the lifecycle left SCHEDULED).
     unsafe fn take_job(&self) -> F {
         // SAFETY: the winner of `leave_scheduled` is the only thread
         // touching the slot until it publishes a final state (ground
@@ -110,9 +112,11 @@ impl<F, T, L: Label> TaskCell<F, T, L> {
             self.header.request_stop();
             return false;
         };
-        counted();
+        // Out of the slot at once: from here on it is a local, dropped
+        // even if what follows unwinds.
         // SAFETY: this call won `leave_scheduled`.
         let job = unsafe { self.take_job() };
+        counted();
         ctx.drop_reporting_as(&self.header, self.label.name(), job);
         // CANCELLED is final, so no waiter can register after the CAS: the
         // WAITER bit it returned is the last word on who to wake.
@@ -131,6 +135,11 @@ impl<F, T, L: Label> TaskCell<F, T, L> {
     /// handle can see the time-out). False if it had finished first.
     pub(crate) fn time_out(&self, ctx: &dyn TaskContext, counted: impl FnOnce()) -> bool {
         let outcome = self.header.time_out();
+        // The time-out that left SCHEDULED owns the closure: out of the
+        // slot at once, before the user's tracing subscriber runs below.
+        // SAFETY: this call's `time_out` won, leaving SCHEDULED.
+        let job =
+            matches!(outcome, TimeOut::BeforeStart { .. }).then(|| unsafe { self.take_job() });
         if outcome != TimeOut::Lost {
             counted();
             let running = matches!(outcome, TimeOut::WhileRunning { .. });
@@ -139,9 +148,6 @@ impl<F, T, L: Label> TaskCell<F, T, L> {
         let wake = match outcome {
             TimeOut::Lost => return false,
             TimeOut::BeforeStart { wake } => {
-                // The time-out left SCHEDULED: it owns the closure.
-                // SAFETY: this call's `time_out` won, leaving SCHEDULED.
-                let job = unsafe { self.take_job() };
                 ctx.drop_reporting_as(&self.header, self.label.name(), job);
                 wake
             }
@@ -209,11 +215,11 @@ where
                 RunOutcome::Skipped
             };
         }
+        // SAFETY: this call won `leave_scheduled`.
+        let f = unsafe { self.take_job() };
         if let Some(due) = due {
             ctx.started_late(due);
         }
-        // SAFETY: this call won `leave_scheduled`.
-        let f = unsafe { self.take_job() };
         let _span = trace::run(kind, &self.header, self.label.name(), || {
             due.map(|due| ctx.now().saturating_sub(due))
         });
