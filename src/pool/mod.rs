@@ -239,12 +239,20 @@ impl Pool {
         self.leave();
         match pushed {
             Ok(()) => Ok(cell),
-            Err(job) => {
-                let f = cell.reclaim();
-                // Its time-out entry is dead now: swept out.
-                self.note_cancelled();
-                Err(self.give_back(f, job))
-            }
+            Err(job) => match cell.reclaim() {
+                Some(f) => {
+                    // Its time-out entry is dead now: swept out.
+                    self.note_cancelled();
+                    Err(self.give_back(Some(f), job))
+                }
+                None => {
+                    // Its time-out (due at once) fell due between the
+                    // insert above and the refusal, and settled it: the
+                    // closure is dropped, and the handle says so.
+                    job.cancel(self);
+                    Ok(cell)
+                }
+            },
         }
     }
 
