@@ -116,6 +116,7 @@ fn pop_earliest(backend: &mut Backend, now: &mut u64, count: usize) {
             return;
         };
         *now = (*now).max(next);
+        let before = left;
         while left > 0 {
             let Some(value) = backend.pop_due(*now) else {
                 break;
@@ -123,6 +124,7 @@ fn pop_earliest(backend: &mut Backend, now: &mut u64, count: usize) {
             black_box(value);
             left -= 1;
         }
+        assert!(left < before, "next_due {next}, but nothing due at {now}");
     }
 }
 

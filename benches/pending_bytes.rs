@@ -24,25 +24,29 @@ const N: usize = 1_000_000;
 /// Far enough ahead that none falls due while it is measured.
 const AHEAD: Duration = Duration::from_secs(3600);
 
-/// Resident memory in bytes, after giving freed memory back.
+/// Resident memory in bytes, after giving freed memory back (`Rss` of
+/// `smaps_rollup`, which the kernel sums exactly, where `VmRSS` may lag by
+/// a few batches of pages).
 fn rss() -> i64 {
     // SAFETY: `malloc_trim` only releases free memory of glibc's arenas.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {
         libc::malloc_trim(0);
     }
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    let kb = status
+    let rollup =
+        std::fs::read_to_string("/proc/self/smaps_rollup").expect("/proc/self/smaps_rollup");
+    let kb = rollup
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix("Rss:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
-        .expect("VmRSS");
+        .expect("Rss");
     kb * 1024
 }
 
 /// Bytes per pending timer that `make` adds beyond what it returns (kept
-/// in a vector whose pages are touched before the first reading).
-fn per_pending<T>(mut make: impl FnMut() -> T) -> f64 {
+/// in a vector whose pages are touched before the first reading), once
+/// the timer has placed them all (`placed`).
+fn per_pending<T>(mut make: impl FnMut() -> T, placed: impl FnOnce()) -> f64 {
     let mut kept: Vec<T> = Vec::with_capacity(N);
     // Touch every page of the spare capacity (volatile: a plain store the
     // compiler sees overwritten later is removed, and the pages with it).
@@ -54,6 +58,7 @@ fn per_pending<T>(mut make: impl FnMut() -> T) -> f64 {
     }
     let before = rss();
     kept.extend((0..N).map(|_| make()));
+    placed();
     let after = rss();
     drop(kept);
     (after - before) as f64 / N as f64
@@ -90,14 +95,23 @@ fn child(queue_name: &str, kind: &str) {
         .build()
         .expect("a pool");
     let waker = noop_waker();
+    // The timer takes its entries from a command queue in order: once a
+    // task scheduled after them all has run, every one is in the queue.
+    let placed = || {
+        let marker = pool.schedule(|| (), Duration::from_millis(1));
+        marker.expect("scheduled").join().expect("the marker ran");
+    };
     let bytes = match kind {
-        "sleep" => per_pending(|| {
-            let mut sleep = pool.sleep(AHEAD);
-            let polled = Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker));
-            assert!(matches!(polled, Poll::Pending));
-            sleep
-        }),
-        "task" => per_pending(|| pool.schedule(|| (), AHEAD).expect("scheduled")),
+        "sleep" => per_pending(
+            || {
+                let mut sleep = pool.sleep(AHEAD);
+                let polled = Pin::new(&mut sleep).poll(&mut Context::from_waker(&waker));
+                assert!(matches!(polled, Poll::Pending));
+                sleep
+            },
+            placed,
+        ),
+        "task" => per_pending(|| pool.schedule(|| (), AHEAD).expect("scheduled"), placed),
         other => panic!("no kind {other}"),
     };
     println!("{bytes:.1}");

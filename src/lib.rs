@@ -108,9 +108,9 @@
 //! [`Builder::timer_queue`]; all three keep tasks in insertion order among
 //! equal deadlines, never run a task early, and give a cancelled task's
 //! memory back without waiting for its deadline (its closure at once, its
-//! entry at the next sweep).
+//! entry at the next sweep: a cancel costs the same on all three).
 //!
-//! | [`TimerQueue`] | deadlines | insert, cancel | pick it for |
+//! | [`TimerQueue`] | deadlines | insert | pick it for |
 //! |---|---|---|---|
 //! | [`heap()`](TimerQueue::heap) (default) | exact | O(log n) | exact deadlines, a moderate number of timers, latency-sensitive single timers |
 //! | [`hierarchical_wheel()`](TimerQueue::hierarchical_wheel) | rounded up to a 1 ms tick | O(1) at any delay | many timers over wide spans (timeouts, leases, retries from ms to days) |

@@ -205,7 +205,12 @@ impl Pool {
             Ok(()) => Ok(cell),
             // Take the closure back before the refused job is given up
             // (that would cancel the task and drop the closure).
-            Err(job) => Err(self.give_back(cell.reclaim(), job)),
+            Err(job) => {
+                let f = cell
+                    .reclaim()
+                    .expect("a refused task without a time-out never ran");
+                Err(self.give_back(f, job))
+            }
         }
     }
 
@@ -243,7 +248,7 @@ impl Pool {
                 Some(f) => {
                     // Its time-out entry is dead now: swept out.
                     self.note_cancelled();
-                    Err(self.give_back(Some(f), job))
+                    Err(self.give_back(f, job))
                 }
                 None => {
                     // Its time-out (due at once) fell due between the
@@ -373,12 +378,9 @@ impl Pool {
 
     /// A task whose job the queues refused after its closure `f` was taken
     /// back out of its cell: the job is given up, the closure refused.
-    fn give_back<F>(&self, f: Option<F>, job: Job) -> SubmitError<F> {
+    fn give_back<F>(&self, f: F, job: Job) -> SubmitError<F> {
         job.cancel(self);
-        match f {
-            Some(f) => self.refuse(f, SubmitErrorKind::Shutdown),
-            None => unreachable!("a refused task never ran"),
-        }
+        self.refuse(f, SubmitErrorKind::Shutdown)
     }
 
     /// A refused submission: counted (`metrics()`), and `f` given back.

@@ -78,10 +78,11 @@ use std::ptr::NonNull;
 #[cfg(any(not(loom), test))]
 use crate::sync::Mutex;
 
-/// The step of the size classes. Eight, not sixteen: a 72-byte cell is
-/// malloc's 80-byte chunk as a 72-byte block, its 96-byte one as an
-/// 80-byte block (measured: `cancel`'s bytes per pending went from 123 to
-/// 132 with 16).
+/// The step of the size classes. Eight, not sixteen: a block of 8k + 8
+/// bytes is one of malloc's chunks of 8k + 16 rounded to 16 with it, of 16
+/// more with a step of 16 (measured when a scheduled task's cell was 72
+/// bytes: `cancel`'s bytes per pending went from 123 to 132 with 16; it is
+/// 56 since issue 35, a 64-byte chunk either way).
 const GRANULE: usize = 8;
 /// The alignment of every recycled block (and the most a recycled layout
 /// may ask for).

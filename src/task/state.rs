@@ -244,9 +244,9 @@ pub(crate) unsafe fn cancellable_as<T, C: Joinable<T> + 'static>(
 /// type: the state word, the waiter slot, and the task's id.
 ///
 /// The waiter's lock is a separate one-byte `Mutex<()>` beside the slot,
-/// not a `Mutex<Option<Waker>>`: the id word, the lock byte and the
-/// handle's `returned` flag then fill what was the padding of the lock, and
-/// the header stays 32 bytes. `repr(C)`: the state word first, where a
+/// not a `Mutex<Option<Waker>>`: the id word, the lock byte, the handle's
+/// `returned` flag and the `taken` byte then fill what was the padding of
+/// the lock, and the header stays 32 bytes. `repr(C)`: the state word first, where a
 /// cancel or a run reads it, in the cache line of the cell's reference
 /// counts; the waiter, touched only by a waiting handle, last.
 #[repr(C)]
@@ -587,10 +587,11 @@ pub(crate) struct Registration {
 mod tests {
     use super::*;
 
-    /// The id word, the waiter's lock byte and the `returned` flag share
-    /// what would be the padding of a `Mutex<Option<Waker>>`: 8 (state) +
-    /// 4 (id) + 1 (lock) + 1 (flag) + 16 (waker) fit in 32 bytes, as the
-    /// header without an id did.
+    /// The id word, the waiter's lock byte, the `returned` flag and the
+    /// `taken` byte share what would be the padding of a
+    /// `Mutex<Option<Waker>>`: 8 (state) + 4 (id) + 1 (lock) + 1 (flag) + 1
+    /// (taken) + 16 (waker) fit in 32 bytes, as the header without an id
+    /// did.
     #[test]
     #[cfg(target_pointer_width = "64")]
     fn the_header_stays_32_bytes() {

@@ -67,7 +67,7 @@ impl TimerQueue {
     }
 
     /// A hashed timing wheel (Netty's `HashedWheelTimer`, improved) with a
-    /// 1 ms tick and 512 slots: O(1) insert and cancel; deadlines rounded
+    /// 1 ms tick and 512 slots: O(1) insert and pop; deadlines rounded
     /// up to the tick (a task may run up to one tick late, never early).
     /// Best for many short, similar time-outs (up to a few revolutions of
     /// 512 ms); see [`hashed_wheel_with`](Self::hashed_wheel_with).

@@ -15,16 +15,15 @@
 //! in insertion order (the item store both wheels share, [`Items`], with
 //! its head and its count of holes); the values live in the crate's
 //! generational [`Slab`]. So an insert appends to a vector, and every walk
-//! over a bucket
-//! (finding the next entry of a tick, finding the earliest entry) is a
-//! sequential pass over items that never reads the slab. Entries linked
+//! over a bucket (finding the next entry of a tick, finding the earliest
+//! entry) is a sequential pass over items that never reads the slab. Entries linked
 //! through the slab in intrusive lists, as Netty links its entry objects,
 //! would make each walk pay a cache miss per entry (measured: see
 //! `benches/README.md`, "The wheels: arrays, not intrusive lists").
 //!
 //! An item whose entry left out of insertion order (popped while an entry
-//! of a later round stays before it) becomes a *hole* (its key is replaced by a marker): walks step over
-//! it without reading the slab. Holes at the front are dropped at once (a
+//! of a later round stays before it) becomes a *hole* (its key is replaced
+//! by a marker): walks step over it without reading the slab. Holes at the front are dropped at once (a
 //! `head` index moves past them); a bucket whose holes outnumber its
 //! entries is compacted, so a bucket never holds more than twice its
 //! entries plus a few. An occupancy bitmap (one bit per bucket, in `u64`
@@ -114,9 +113,9 @@
 //!
 //! Many timers with short, similar delays (I/O or request time-outs,
 //! retries, heartbeats), often cancelled before they fire: insert is O(1)
-//! where the heap's is O(log n), and a coarse tick is fine. Not for exact deadlines, nor for many delays spanning many
-//! revolutions (see the cost of a recompute above): use the heap or the
-//! hierarchical wheel.
+//! where the heap's is O(log n), and a coarse tick is fine. Not for exact
+//! deadlines, nor for many delays spanning many revolutions (see the cost
+//! of a recompute above): use the heap or the hierarchical wheel.
 
 use std::cell::Cell;
 
@@ -358,12 +357,8 @@ impl<T> HashedWheel<T> {
     }
 }
 
-/// The trait's `insert` and `pop_due`, with the entry's address (the
-/// tests look at it).
-impl<T> HashedWheel<T> {
-    /// Adds `value`, due at `deadline` (as [`DelayQueue::insert`]), and
-    /// returns its address.
-    pub(crate) fn insert(&mut self, _now: Nanos, deadline: Nanos, value: T) -> Key {
+impl<T> DelayQueue<T> for HashedWheel<T> {
+    fn insert(&mut self, _now: Nanos, deadline: Nanos, value: T) {
         let due = self.due_tick(deadline);
         let b = self.bucket_of(due);
         let pos = self.buckets[b].end();
@@ -380,11 +375,9 @@ impl<T> HashedWheel<T> {
             self.earliest.set(due);
             self.earliest_at.set(position(pos));
         }
-        key
     }
 
-    /// As [`DelayQueue::pop_due`], with the popped entry's address.
-    pub(crate) fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)> {
+    fn pop_due(&mut self, now: Nanos) -> Option<T> {
         let (due, pos) = self.earliest()?;
         if self.start_of(due) > now {
             return None;
@@ -404,18 +397,9 @@ impl<T> HashedWheel<T> {
             }
         }
         self.take_item(b, pos);
-        Some((key, value))
-    }
-}
-
-impl<T> DelayQueue<T> for HashedWheel<T> {
-    fn insert(&mut self, now: Nanos, deadline: Nanos, value: T) {
-        HashedWheel::insert(self, now, deadline, value);
+        Some(value)
     }
 
-    fn pop_due(&mut self, now: Nanos) -> Option<T> {
-        HashedWheel::pop_due(self, now).map(|(_, value)| value)
-    }
     fn granularity(&self) -> Nanos {
         self.tick
     }
@@ -454,8 +438,8 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
     /// per slot: slots, like the tasks they point to, were mostly filled in
     /// insertion order, so the reads stream through memory. The second
     /// walks each occupied bucket's items, dropping the holes and the items
-    /// of noted slots, keeping the others in order (and rewriting their
-    /// positions). Walking bucket by bucket instead would read the slab and
+    /// of noted slots, keeping the others in order. Walking bucket by
+    /// bucket instead would read the slab and
     /// the tasks in a bucket's order, a cache miss per entry (measured: see
     /// `benches/README.md`, "The wheels' sweeps: in slab-slot order").
     ///
@@ -512,7 +496,7 @@ mod tests {
 
     /// Pops every entry due at `now`, values only, in pop order.
     fn pop_all<T: Copy>(q: &mut HashedWheel<T>, now: Nanos) -> Vec<T> {
-        let popped = std::iter::from_fn(|| q.pop_due(now).map(|(_, v)| v)).collect();
+        let popped = std::iter::from_fn(|| q.pop_due(now)).collect();
         check_invariants(q);
         popped
     }
@@ -668,7 +652,10 @@ mod tests {
         q.insert(0, 5_000, 'b');
         assert_eq!(sweep(&mut q, &['a']), 1);
         assert_eq!(sweep(&mut q, &['a']), 0, "swept twice");
-        assert_eq!(q.pop_due(5_000).map(|(_, v)| v), Some('b'));
+        q.insert(0, 5_000, 'd');
+        assert_eq!(q.slab.slots.len(), 2, "d reuses a's slab slot");
+        assert_eq!(q.pop_due(5_000), Some('b'));
+        assert_eq!(q.pop_due(5_000), Some('d'));
         assert_eq!(sweep(&mut q, &['b']), 0, "already popped");
         q.insert(5_000, 6_000, 'c');
         assert_eq!(q.len(), 1);

@@ -33,8 +33,8 @@
 //! * **Slots are arrays, not linked lists**: each slot keeps its entries in
 //!   a vector of *items* (the entry's [`Key`] and a copy of its tick, 16
 //!   bytes), appended to in insertion order (the item store both wheels
-//!   share, [`Items`], with its head); the
-//!   values live in the crate's generational [`Slab`]. So placing an entry
+//!   share, [`Items`], with its head); the values live in the crate's
+//!   generational [`Slab`]. So placing an entry
 //!   writes to the end of its slot's vector (a line the cache holds: a few
 //!   hundred slots are in use at a time), and a cascade is one sequential
 //!   pass that never reads the slab. Entries linked through the slab in
@@ -109,8 +109,9 @@
 //!   minima (16 bytes each, 11 KiB), 11 bitmap words and a few words of
 //!   state; per entry one slab slot (the value and the slab's generation:
 //!   24 bytes for a 16-byte value such as `Arc<dyn Trait>`) and one
-//!   16-byte item, plus the vectors' spare room (at most as much again). An emptied slot keeps room for at most 256 items (4 KiB); the
-//!   slab frees its slots when the wheel empties.
+//!   16-byte item, plus the vectors' spare room (at most as much again).
+//!   An emptied slot keeps room for at most 256 items (4 KiB); the slab
+//!   frees its slots when the wheel empties.
 //!
 //! # Lateness
 //!
@@ -370,7 +371,7 @@ impl<T> HierarchicalWheel<T> {
     }
 
     /// Pops the first entry of the level-0 `slot` (which holds one).
-    fn pop_front(&mut self, slot: usize) -> (Key, T) {
+    fn pop_front(&mut self, slot: usize) -> T {
         let queue = &mut self.slots[slot];
         let at = queue.head();
         let key = queue.pop_front().key;
@@ -384,26 +385,20 @@ impl<T> HierarchicalWheel<T> {
         if self.slots[slot].live() == 0 {
             self.clear_slot(0, slot);
         }
-        (key, value)
+        value
     }
 }
 
-/// The trait's `insert` and `pop_due`, with the entry's address (the
-/// tests look at it).
-impl<T> HierarchicalWheel<T> {
-    /// Adds `value`, due at `deadline` (as [`DelayQueue::insert`]), and
-    /// returns its address.
-    pub(crate) fn insert(&mut self, now: Nanos, deadline: Nanos, value: T) -> Key {
+impl<T> DelayQueue<T> for HierarchicalWheel<T> {
+    fn insert(&mut self, now: Nanos, deadline: Nanos, value: T) {
         debug_assert!(self.tick_of_now(now) >= self.elapsed, "now went back");
         // Overdue (behind the wheel's time): due at the wheel's time.
         let tick = self.tick_of_deadline(deadline).max(self.elapsed);
         let key = self.slab.insert(value);
         self.link(Item { key, tick });
-        key
     }
 
-    /// As [`DelayQueue::pop_due`], with the popped entry's address.
-    pub(crate) fn pop_due(&mut self, now: Nanos) -> Option<(Key, T)> {
+    fn pop_due(&mut self, now: Nanos) -> Option<T> {
         let now_tick = self.tick_of_now(now);
         loop {
             match self.first_occupied() {
@@ -429,16 +424,7 @@ impl<T> HierarchicalWheel<T> {
             }
         }
     }
-}
 
-impl<T> DelayQueue<T> for HierarchicalWheel<T> {
-    fn insert(&mut self, now: Nanos, deadline: Nanos, value: T) {
-        HierarchicalWheel::insert(self, now, deadline, value);
-    }
-
-    fn pop_due(&mut self, now: Nanos) -> Option<T> {
-        HierarchicalWheel::pop_due(self, now).map(|(_, value)| value)
-    }
     fn granularity(&self) -> Nanos {
         self.tick
     }
@@ -568,7 +554,6 @@ mod tests {
                     assert!(seen.insert(item.key), "{:?} listed twice", item.key);
                     min = min.min(item.tick);
                 }
-                assert_eq!(queue.dead(), 0, "no dead items in {level}/{slot}");
                 if let Some(cached) = q.slot_min[level * SLOTS + slot].get() {
                     assert!(level > 0, "a cached minimum on level 0");
                     assert_eq!(cached, min, "cached minimum of {level}/{slot}");
@@ -594,7 +579,7 @@ mod tests {
 
     /// Pops everything due at `now`.
     fn pop_all<T>(q: &mut HierarchicalWheel<T>, now: Nanos) -> Vec<T> {
-        let popped = std::iter::from_fn(|| q.pop_due(now).map(|(_, v)| v)).collect();
+        let popped = std::iter::from_fn(|| q.pop_due(now)).collect();
         check_invariants(q);
         popped
     }
@@ -719,7 +704,8 @@ mod tests {
         q.insert(0, 10_000_000, 'b');
         assert_eq!(sweep(&mut q, &['a']), 1);
         assert_eq!(sweep(&mut q, &['a']), 0, "swept twice");
-        q.insert(0, 20_000, 'c'); // reuses a's slab slot
+        q.insert(0, 20_000, 'c');
+        assert_eq!(q.slab.slots.len(), 2, "c reuses a's slab slot");
         assert_eq!(pop_all(&mut q, 20_000), ['c']);
         assert_eq!(sweep(&mut q, &['c']), 0, "popped");
         assert_eq!(q.drain(), ['b']);

@@ -7,7 +7,7 @@
 //! entry's [`Key`](super::Key) and its tick (16 bytes), so that walking,
 //! cascading and compacting never read the slab. The store never moves an
 //! item on its own: positions are indexes into the vector, stable until
-//! the wheel compacts it (which tells it the new ones).
+//! the store is compacted or swept.
 //!
 //! An item becomes *dead* when its entry leaves the slab out of order (a
 //! pop that is not at the head, in the hashed wheel, where a bucket holds
@@ -24,9 +24,9 @@
 /// reallocate at every turn, and an emptied one never pins more than that.
 pub(crate) const RETAINED_ITEMS: usize = 256;
 
-/// Dead items a bucket or slot may hold before it is compacted, however few
-/// its entries (compacting a tiny one at every removal would be wasted
-/// work).
+/// Dead items (holes) a hashed wheel's bucket may hold before it is
+/// compacted, however few its entries (compacting a tiny one at every pop
+/// out of order would be wasted work).
 pub(crate) const MIN_COMPACTED: usize = 32;
 
 /// The items of one bucket or slot, in insertion order (module doc).

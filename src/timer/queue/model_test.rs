@@ -38,7 +38,8 @@ pub(super) fn random_operations_keep_the_structure_sound<Q: DelayQueue<u64>>(
         seed ^= seed << 17;
         seed % bound
     };
-    let mut ids = Vec::new();
+    // Ids never repeat: a cancel selects one entry.
+    let (mut ids, mut next_id) = (Vec::new(), 0u64);
     let mut now = 0u64;
     for _ in 0..5_000 {
         match random(10) {
@@ -49,8 +50,9 @@ pub(super) fn random_operations_keep_the_structure_sound<Q: DelayQueue<u64>>(
                     2 => random(1 << 40),
                     _ => u64::MAX - now - random(3),
                 };
-                q.insert(now, now + delay, ids.len() as u64);
-                ids.push(ids.len() as u64);
+                q.insert(now, now + delay, next_id);
+                ids.push(next_id);
+                next_id += 1;
             }
             4..=5 if !ids.is_empty() => {
                 // One cancel, swept alone (live, popped or swept before).
