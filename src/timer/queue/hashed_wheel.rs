@@ -11,10 +11,9 @@
 //! wheel); those whose round is not reached stay in it, untouched.
 //!
 //! **Buckets are arrays, not linked lists.** Each bucket keeps its entries
-//! in a vector of *items* (the entry's [`Key`] and its due tick, 16 bytes)
-//! in insertion order (the item store both wheels share, [`Items`], with
-//! its head and its count of holes); the values live in the crate's
-//! generational [`Slab`]. So an insert appends to a vector, and every walk
+//! in a vector of *items* (the entry's slot in the [`Slab`] that holds the
+//! values, and its due tick: 16 bytes) in insertion order (the item store
+//! both wheels share, [`Items`], with its head and its count of holes). So an insert appends to a vector, and every walk
 //! over a bucket (finding the next entry of a tick, finding the earliest
 //! entry) is a sequential pass over items that never reads the slab. Entries linked
 //! through the slab in intrusive lists, as Netty links its entry objects,
@@ -22,7 +21,7 @@
 //! `benches/README.md`, "The wheels: arrays, not intrusive lists").
 //!
 //! An item whose entry left out of insertion order (popped while an entry
-//! of a later round stays before it) becomes a *hole* (its key is replaced
+//! of a later round stays before it) becomes a *hole* (its slot is replaced
 //! by a marker): walks step over it without reading the slab. Holes at the front are dropped at once (a
 //! `head` index moves past them); a bucket whose holes outnumber its
 //! entries is compacted, so a bucket never holds more than twice its
@@ -90,9 +89,9 @@
 //! * `drain`: O(n log n) (the entries are sorted by due tick).
 //! * `len`: O(1), exact.
 //! * Memory: 32 bytes per bucket (a vector and two counters) and one bit;
-//!   per entry one slab slot (the value and the slab's generation: 24
-//!   bytes for a 16-byte value such as `Arc<dyn Trait>`) and one 16-byte
-//!   item, plus the vectors' spare room.
+//!   per entry one slab slot (the value alone: 16 bytes for a value such
+//!   as `Arc<dyn Trait>`, whose null niche marks a vacant slot) and one
+//!   16-byte item, plus the vectors' spare room.
 //!
 //! # Order and lateness
 //!
@@ -119,7 +118,8 @@
 
 use std::cell::Cell;
 
-use super::{DelayQueue, Hole, Items, Key, Nanos, Slab};
+use super::slab::NO_SLOT;
+use super::{DelayQueue, Hole, Items, Nanos, Slab};
 
 /// The default tick: 1 ms.
 pub(crate) const DEFAULT_TICK: Nanos = 1_000_000;
@@ -133,33 +133,30 @@ pub(crate) const MAX_SLOTS: usize = 1 << 20;
 /// No position: a stale cache.
 const NIL: u32 = u32::MAX;
 
-/// The key of a hole: an item whose entry left. No slab slot has this
-/// index (a slab holds fewer than `u32::MAX` slots).
-const HOLE: Key = Key {
-    slot: u32::MAX,
-    generation: 0,
-};
+/// The slot of a hole: an item whose entry left. No slab slot has this
+/// index.
+const HOLE: u32 = NO_SLOT;
 
 /// How many items ahead a pop asks for the slab entry it will need.
 const PREFETCH_AHEAD: usize = 8;
 
-/// One entry in a bucket: its key (or `HOLE`) and its due tick, the tick
-/// at whose start it is due: `ceil(deadline / tick)`.
+/// One entry in a bucket: its slab slot (or `HOLE`) and its due tick, the
+/// tick at whose start it is due: `ceil(deadline / tick)`.
 #[derive(Clone, Copy, Debug)]
 struct Item {
-    key: Key,
+    slot: u32,
     due: u64,
 }
 
 impl Hole for Item {
     #[inline]
     fn is_hole(&self) -> bool {
-        self.key.slot == HOLE.slot
+        self.slot == HOLE
     }
 
     #[inline]
     fn make_hole(&mut self) {
-        self.key = HOLE;
+        self.slot = HOLE;
     }
 }
 
@@ -351,7 +348,7 @@ impl<T> HashedWheel<T> {
         let mut later = items[pos + 1..].iter();
         let next = pos + 1 + later.position(|item| item.due == due && !item.is_hole())?;
         if let Some(ahead) = items.get(next + PREFETCH_AHEAD) {
-            self.slab.prefetch(ahead.key.slot);
+            self.slab.prefetch(ahead.slot);
         }
         Some(next)
     }
@@ -362,12 +359,12 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         let due = self.due_tick(deadline);
         let b = self.bucket_of(due);
         let pos = self.buckets[b].end();
-        let key = self.slab.insert(value);
+        let slot = self.slab.insert(value);
         let bucket = &mut self.buckets[b];
         if bucket.live() == 0 {
             self.occupied[b / 64] |= 1 << (b % 64);
         }
-        bucket.push(Item { key, due });
+        bucket.push(Item { slot, due });
         if self.slab.len() == 1 || due < self.earliest.get() {
             // The only entry, or earlier than a lower bound of all others:
             // the earliest, fresh. (An entry of the cached tick goes after
@@ -383,8 +380,8 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
             return None;
         }
         let b = self.bucket_of(due);
-        let key = self.buckets[b].all()[pos].key;
-        let value = self.slab.remove(key).expect("the cached entry is live");
+        let slot = self.buckets[b].all()[pos].slot;
+        let value = self.slab.remove(slot);
         // Every other entry of this tick follows it in the same bucket.
         match self.next_of_tick(b, pos, due) {
             Some(next) => self.earliest_at.set(position(next)),
@@ -419,7 +416,7 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
             let bucket = &mut self.buckets[b];
             for item in bucket.pending() {
                 if !item.is_hole() {
-                    let value = self.slab.remove(item.key).expect("items are live");
+                    let value = self.slab.remove(item.slot);
                     all.push((item.due, value));
                 }
             }
@@ -469,7 +466,7 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         let mut at = 0;
         while let Some(b) = self.next_occupied(at, self.buckets.len()) {
             at = b + 1;
-            if self.compact(b, |item| gone.contains(item.key.slot)) == 0 {
+            if self.compact(b, |item| gone.contains(item.slot)) == 0 {
                 self.buckets[b].release();
                 self.occupied[b / 64] &= !(1 << (b % 64));
             }
@@ -516,7 +513,7 @@ mod tests {
                 holes += 1;
                 continue;
             }
-            let value = q.slab.get(item.key).expect("an item's entry is live");
+            let value = q.slab.get(item.slot).expect("an item's entry is live");
             assert_eq!(q.bucket_of(item.due), b, "due tick of bucket {b}");
             values.push(*value);
         }
@@ -868,12 +865,12 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_costs_40_bytes_for_a_fat_arc() {
+    fn an_entry_costs_32_bytes_for_a_fat_arc() {
         type Fat = Arc<dyn std::any::Any + Send + Sync>;
         assert_eq!(size_of::<Fat>(), 16);
-        // The value and the slab's generation; then its item in the
-        // bucket: its key and due tick.
-        assert_eq!(size_of::<SlabSlot<Fat>>(), 24);
+        // The value alone; then its item in the bucket: its slab slot and
+        // due tick.
+        assert_eq!(size_of::<SlabSlot<Fat>>(), 16);
         assert_eq!(size_of::<Item>(), 16);
         assert_eq!(size_of::<Items<Item>>(), 32, "a bucket");
     }

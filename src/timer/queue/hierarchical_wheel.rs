@@ -31,10 +31,9 @@
 //!   so an occupied slot never lies behind the wheel's current slot of its
 //!   level (tokio rotates because its top level wraps).
 //! * **Slots are arrays, not linked lists**: each slot keeps its entries in
-//!   a vector of *items* (the entry's [`Key`] and a copy of its tick, 16
-//!   bytes), appended to in insertion order (the item store both wheels
-//!   share, [`Items`], with its head); the values live in the crate's
-//!   generational [`Slab`]. So placing an entry
+//!   a vector of *items* (the entry's slot in the [`Slab`] that holds the
+//!   values, and a copy of its tick: 16 bytes), appended to in insertion
+//!   order (the item store both wheels share, [`Items`], with its head). So placing an entry
 //!   writes to the end of its slot's vector (a line the cache holds: a few
 //!   hundred slots are in use at a time), and a cascade is one sequential
 //!   pass that never reads the slab. Entries linked through the slab in
@@ -107,9 +106,9 @@
 //! * `drain`: O(n + occupied slots). `len`: O(1).
 //! * Memory: fixed, 11 × 64 slots of 32 bytes (22 KiB) and their kept
 //!   minima (16 bytes each, 11 KiB), 11 bitmap words and a few words of
-//!   state; per entry one slab slot (the value and the slab's generation:
-//!   24 bytes for a 16-byte value such as `Arc<dyn Trait>`) and one
-//!   16-byte item, plus the vectors' spare room (at most as much again).
+//!   state; per entry one slab slot (the value alone: 16 bytes for a
+//!   value such as `Arc<dyn Trait>`) and one 16-byte item, plus the
+//!   vectors' spare room (at most as much again).
 //!   An emptied slot keeps room for at most 256 items (4 KiB); the slab
 //!   frees its slots when the wheel empties.
 //!
@@ -131,7 +130,7 @@
 use std::cell::Cell;
 use std::fmt;
 
-use super::{DelayQueue, Items, Key, Nanos, Slab};
+use super::{DelayQueue, Items, Nanos, Slab};
 
 /// Bits of a tick each level resolves: 64 slots per level.
 const SLOT_BITS: u32 = 6;
@@ -145,14 +144,14 @@ const LEVELS: usize = (u64::BITS as usize).div_ceil(SLOT_BITS as usize);
 /// How many items ahead a pop asks for the slab entry it will need.
 const PREFETCH_AHEAD: usize = 8;
 
-/// One entry in a slot's queue: its key in the slab (which holds the
+/// One entry in a slot's queue: its slot in the slab (which holds the
 /// value) and its tick, so that placing, cascading and scanning never read
 /// the slab. The tick is the entry's deadline rounded up to the tick, or
 /// the wheel's time if that was later when it was inserted; with the
 /// wheel's time it determines the entry's level and slot.
 #[derive(Clone, Copy, Debug)]
 struct Item {
-    key: Key,
+    slot: u32,
     tick: u64,
 }
 
@@ -374,14 +373,11 @@ impl<T> HierarchicalWheel<T> {
     fn pop_front(&mut self, slot: usize) -> T {
         let queue = &mut self.slots[slot];
         let at = queue.head();
-        let key = queue.pop_front().key;
+        let slot_of_entry = queue.pop_front().slot;
         if let Some(ahead) = queue.all().get(at + PREFETCH_AHEAD) {
-            self.slab.prefetch(ahead.key.slot);
+            self.slab.prefetch(ahead.slot);
         }
-        let value = self
-            .slab
-            .remove(key)
-            .expect("an item's entry is in the slab");
+        let value = self.slab.remove(slot_of_entry);
         if self.slots[slot].live() == 0 {
             self.clear_slot(0, slot);
         }
@@ -394,8 +390,8 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         debug_assert!(self.tick_of_now(now) >= self.elapsed, "now went back");
         // Overdue (behind the wheel's time): due at the wheel's time.
         let tick = self.tick_of_deadline(deadline).max(self.elapsed);
-        let key = self.slab.insert(value);
-        self.link(Item { key, tick });
+        let slot = self.slab.insert(value);
+        self.link(Item { slot, tick });
     }
 
     fn pop_due(&mut self, now: Nanos) -> Option<T> {
@@ -450,11 +446,10 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         while let Some((level, slot)) = self.first_occupied() {
             let queue = std::mem::take(&mut self.slots[level * SLOTS + slot]);
             self.clear_slot(level, slot);
-            let values = queue.pending().iter().map(|item| {
-                self.slab
-                    .remove(item.key)
-                    .expect("an item's entry is in the slab")
-            });
+            let values = queue
+                .pending()
+                .iter()
+                .map(|item| self.slab.remove(item.slot));
             all.extend(values);
         }
         all
@@ -488,7 +483,7 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
                 let slot = bitmap.trailing_zeros() as usize;
                 bitmap &= bitmap - 1;
                 let index = level * SLOTS + slot;
-                self.slots[index].retain(|item| !gone.contains(item.key.slot));
+                self.slots[index].retain(|item| !gone.contains(item.slot));
                 let queue = &self.slots[index];
                 if queue.pending().is_empty() {
                     self.clear_slot(level, slot);
@@ -543,15 +538,15 @@ mod tests {
                 }
                 let mut min = u64::MAX;
                 for item in queue.pending() {
-                    assert!(q.slab.get(item.key).is_some(), "{:?} is live", item.key);
+                    assert!(q.slab.get(item.slot).is_some(), "{:?} is live", item.slot);
                     assert_eq!(
                         q.position(item.tick),
                         (level, slot),
                         "place of {:?}",
-                        item.key
+                        item.slot
                     );
-                    assert!(item.tick >= q.elapsed, "{:?} behind the wheel", item.key);
-                    assert!(seen.insert(item.key), "{:?} listed twice", item.key);
+                    assert!(item.tick >= q.elapsed, "{:?} behind the wheel", item.slot);
+                    assert!(seen.insert(item.slot), "{:?} listed twice", item.slot);
                     min = min.min(item.tick);
                 }
                 if let Some(cached) = q.slot_min[level * SLOTS + slot].get() {
@@ -871,12 +866,12 @@ mod tests {
 
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn an_entry_costs_40_bytes_for_a_fat_arc() {
+    fn an_entry_costs_32_bytes_for_a_fat_arc() {
         type Fat = Arc<dyn Fn() + Send + Sync>;
         let slab = std::mem::size_of::<crate::timer::queue::slab::SlabSlot<Fat>>();
         let item = std::mem::size_of::<Item>();
         println!("slab slot for Arc<dyn Trait>: {slab} bytes, item {item} bytes");
-        assert_eq!(slab + item, 40);
+        assert_eq!(slab + item, 32);
         assert_eq!(std::mem::size_of::<Items<Item>>(), 32, "a slot");
     }
 

@@ -4,10 +4,10 @@
 //! items ([`Items`]); and a prefetch hint for the slab.
 //!
 //! An *item* is what a wheel keeps of an entry in its bucket or slot: the
-//! entry's [`Key`](super::Key) and its tick (16 bytes), so that walking,
-//! cascading and compacting never read the slab. The store never moves an
-//! item on its own: positions are indexes into the vector, stable until
-//! the store is compacted or swept.
+//! entry's slot in the wheel's [`Slab`](super::Slab) and its tick (16
+//! bytes), so that walking, cascading and compacting never read the slab.
+//! The store never moves an item on its own: positions are indexes into
+//! the vector, stable until the store is compacted or swept.
 //!
 //! An item becomes *dead* when its entry leaves the slab out of order (a
 //! pop that is not at the head, in the hashed wheel, where a bucket holds

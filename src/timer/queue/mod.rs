@@ -14,8 +14,8 @@
 //! * Entries leave by a pop, a drain, or a sweep ([`DelayQueue::remove_where`]):
 //!   the timer never removes one entry by its address (a cancel is counted,
 //!   and the sweep takes the dead ones out together: `timer::driver::sweep`).
-//!   The wheels still address their entries by a [`Key`] (a slab slot and
-//!   its generation), inside; the heap holds its entries in its own array.
+//!   The wheels keep their entries in a [`Slab`] and address them by its
+//!   slot index, inside; the heap holds its entries in its own array.
 //! * Time is `u64` nanoseconds on the executor's monotonic clock; the
 //!   largest value means "never" in practice (~584 years).
 
@@ -32,14 +32,6 @@ pub(crate) use items::{prefetch, Hole, Items};
 pub(crate) use slab::Slab;
 
 use crate::time::Nanos;
-
-/// The address of one entry in a backend: a slot and that slot's
-/// generation when the entry was inserted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Key {
-    slot: u32,
-    generation: u32,
-}
 
 /// A delayed work queue backend (see the module doc for the contract).
 pub(crate) trait DelayQueue<T> {

@@ -1,8 +1,13 @@
-//! The generational slab the backends keep their entries in: a key (slot
-//! and generation) addresses an entry directly, and a key that outlived
-//! its entry is recognised as stale.
+//! The slab the wheels keep their entries in: an entry's slot index
+//! addresses it directly, and a vacant slot links to the next free one.
+//!
+//! No generations: a wheel's item is the only holder of a slot's index,
+//! and it leaves the wheel with its entry (a pop, a drain, a sweep's
+//! second pass), so no index outlives the entry it named. Without them a
+//! slot is the value alone (16 bytes for a fat pointer, whose null niche
+//! marks a vacant slot; 24 with a generation).
 
-use super::{prefetch, Key};
+use super::prefetch;
 
 /// The slots a [`Slab::remove_where`] emptied.
 #[derive(Debug)]
@@ -20,30 +25,28 @@ impl RemovedSlots {
     }
 }
 
-/// Slots with generations and a free list: the storage behind a backend's
-/// keys. A slot's generation is bumped each time it is reused, so an old key
-/// never matches a newer entry of the same slot.
+/// Slots and a free list: the storage behind the wheels' items.
 ///
 /// When the last entry leaves, the slots themselves are freed (a million
-/// cancelled timers must not pin their memory); fresh slots then start
-/// above every generation handed out before, which keeps old keys stale.
+/// cancelled timers must not pin their memory).
 #[derive(Debug)]
 pub(crate) struct Slab<E> {
     pub(super) slots: Vec<SlabSlot<E>>,
     /// Head of the free list (`NO_SLOT`: empty).
     free: u32,
     len: usize,
-    /// Generation of the next fresh slot: above all generations used so far.
-    fresh_generation: u32,
 }
 
 #[derive(Debug)]
 pub(crate) enum SlabSlot<E> {
-    Occupied { entry: E, generation: u32 },
-    Vacant { next_free: u32, generation: u32 },
+    Occupied(E),
+    /// The next free slot (`NO_SLOT`: none).
+    Vacant(u32),
 }
 
-const NO_SLOT: u32 = u32::MAX;
+/// The end of the free list; never a slot's index (a slab holds fewer
+/// than `u32::MAX` slots), so a wheel may use it as a marker too.
+pub(crate) const NO_SLOT: u32 = u32::MAX;
 
 impl<E> Default for Slab<E> {
     fn default() -> Self {
@@ -51,64 +54,49 @@ impl<E> Default for Slab<E> {
             slots: Vec::new(),
             free: NO_SLOT,
             len: 0,
-            fresh_generation: 0,
         }
     }
 }
 
 impl<E> Slab<E> {
-    /// Stores `entry`, returning its key.
-    pub(crate) fn insert(&mut self, entry: E) -> Key {
+    /// Stores `entry`, returning its slot.
+    pub(crate) fn insert(&mut self, entry: E) -> u32 {
         self.len += 1;
-        let (slot, generation) = if self.free != NO_SLOT {
+        if self.free != NO_SLOT {
             let slot = self.free;
-            let SlabSlot::Vacant {
-                next_free,
-                generation,
-            } = self.slots[slot as usize]
-            else {
+            let SlabSlot::Vacant(next_free) = self.slots[slot as usize] else {
                 unreachable!("the free list holds vacant slots");
             };
             self.free = next_free;
-            (slot, generation.wrapping_add(1))
+            self.slots[slot as usize] = SlabSlot::Occupied(entry);
+            slot
         } else {
             let slot = self.slots.len() as u32;
             assert!(
                 slot != NO_SLOT,
                 "a delay queue holds fewer than 2^32 - 1 entries"
             );
-            self.slots.push(SlabSlot::Vacant {
-                next_free: NO_SLOT,
-                generation: 0,
-            });
-            (slot, self.fresh_generation)
-        };
-        self.fresh_generation = self.fresh_generation.max(generation.wrapping_add(1));
-        self.slots[slot as usize] = SlabSlot::Occupied { entry, generation };
-        Key { slot, generation }
+            self.slots.push(SlabSlot::Occupied(entry));
+            slot
+        }
     }
 
-    /// Takes the entry `key` addresses out, if it is still there.
-    pub(crate) fn remove(&mut self, key: Key) -> Option<E> {
-        let slot = self.slots.get_mut(key.slot as usize)?;
-        if !matches!(slot, SlabSlot::Occupied { generation, .. } if *generation == key.generation) {
-            return None;
-        }
-        let vacant = SlabSlot::Vacant {
-            next_free: self.free,
-            generation: key.generation,
+    /// Takes the entry out of `slot`, which holds one (the caller's item
+    /// named it, and items leave with their entries: the module doc).
+    pub(crate) fn remove(&mut self, slot: u32) -> E {
+        let vacant = SlabSlot::Vacant(self.free);
+        let SlabSlot::Occupied(entry) = std::mem::replace(&mut self.slots[slot as usize], vacant)
+        else {
+            panic!("slab slot {slot} is vacant: an item outlived its entry");
         };
-        let SlabSlot::Occupied { entry, .. } = std::mem::replace(slot, vacant) else {
-            unreachable!("checked above");
-        };
-        self.free = key.slot;
+        self.free = slot;
         self.len -= 1;
         if self.len == 0 {
             // Every slot is vacant: free them all (see the type doc).
             self.slots = Vec::new();
             self.free = NO_SLOT;
         }
-        Some(entry)
+        entry
     }
 
     /// Removes every entry `dead` selects, walking the slots in order
@@ -127,11 +115,11 @@ impl<E> Slab<E> {
             count: 0,
         };
         let mut slot = 0;
-        // `slot_count()` is read each time: it drops to 0 when the last
+        // The length is read each time: the slots are freed when the last
         // entry leaves.
-        while slot < self.slot_count() {
-            if let Some(key) = self.key_in_slot_if(slot, &mut dead) {
-                removed(self.remove(key).expect("the key was just read"));
+        while slot < self.slots.len() {
+            if matches!(&self.slots[slot], SlabSlot::Occupied(entry) if dead(entry)) {
+                removed(self.remove(slot as u32));
                 gone.bits[slot / 64] |= 1 << (slot % 64);
                 gone.count += 1;
             }
@@ -140,31 +128,12 @@ impl<E> Slab<E> {
         gone
     }
 
-    /// The number of slots, occupied or vacant.
-    pub(crate) fn slot_count(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// The key of the entry in `slot` if it is occupied and `pred` is true
-    /// for its entry.
-    pub(crate) fn key_in_slot_if(&self, slot: usize, pred: impl FnOnce(&E) -> bool) -> Option<Key> {
-        match self.slots.get(slot)? {
-            SlabSlot::Occupied { entry, generation } if pred(entry) => Some(Key {
-                slot: slot as u32,
-                generation: *generation,
-            }),
-            _ => None,
-        }
-    }
-
-    /// The entry `key` addresses, if it is still there (the tests').
+    /// The entry in `slot`, if it is occupied (the tests').
     #[cfg(all(test, not(loom)))]
-    pub(crate) fn get(&self, key: Key) -> Option<&E> {
-        match self.slots.get(key.slot as usize)? {
-            SlabSlot::Occupied { entry, generation } if *generation == key.generation => {
-                Some(entry)
-            }
-            _ => None,
+    pub(crate) fn get(&self, slot: u32) -> Option<&E> {
+        match self.slots.get(slot as usize)? {
+            SlabSlot::Occupied(entry) => Some(entry),
+            SlabSlot::Vacant(_) => None,
         }
     }
 
@@ -185,26 +154,53 @@ mod slab_tests {
     use super::*;
 
     #[test]
-    fn stale_keys_never_match_newer_entries() {
+    fn vacant_slots_are_reused_and_freed_with_the_last_entry() {
         let mut slab = Slab::default();
         let a = slab.insert("a");
-        assert_eq!(slab.remove(a), Some("a"));
-        // The slab is empty and its slots were freed; a fresh slot 0 must
-        // not answer to the old key.
         let b = slab.insert("b");
-        assert_eq!(b.slot, a.slot);
-        assert_ne!(b, a);
-        assert_eq!(slab.remove(a), None);
-        assert_eq!(slab.get(b), Some(&"b"));
-        // Reuse through the free list bumps the generation too.
         let c = slab.insert("c");
-        assert_eq!(slab.remove(b), Some("b"));
-        let d = slab.insert("d");
-        assert_eq!(d.slot, b.slot);
-        assert_eq!(slab.remove(b), None);
-        assert_eq!(slab.len(), 2);
-        assert_eq!((slab.remove(c), slab.remove(d)), (Some("c"), Some("d")));
+        assert_eq!(slab.remove(b), "b");
+        assert_eq!(slab.get(b), None);
+        // The free list hands the vacant slot out first.
+        assert_eq!(slab.insert("d"), b);
+        assert_eq!(slab.get(b), Some(&"d"));
+        assert_eq!(slab.len(), 3);
+        assert_eq!(slab.slots.len(), 3);
+        assert_eq!((slab.remove(a), slab.remove(c)), ("a", "c"));
+        assert_eq!(slab.remove(b), "d");
         assert_eq!(slab.len(), 0);
         assert_eq!(slab.slots.capacity(), 0, "an empty slab holds no memory");
+        assert_eq!(slab.insert("e"), 0, "it starts again at slot 0");
+    }
+
+    #[test]
+    #[should_panic(expected = "vacant")]
+    fn removing_a_vacant_slot_is_a_bug_caught() {
+        let mut slab = Slab::default();
+        let a = slab.insert(1);
+        slab.insert(2);
+        slab.remove(a);
+        slab.remove(a);
+    }
+
+    #[test]
+    fn a_slot_is_the_value_alone() {
+        type Fat = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+        assert_eq!(std::mem::size_of::<SlabSlot<Fat>>(), 16);
+    }
+
+    #[test]
+    fn a_sweep_reports_the_slots_it_emptied() {
+        let mut slab = Slab::default();
+        let slots: Vec<u32> = (0..130).map(|v| slab.insert(v)).collect();
+        let mut removed = Vec::new();
+        let gone = slab.remove_where(|v| v % 3 == 0, |v| removed.push(v));
+        assert_eq!(gone.count, 44);
+        assert_eq!(removed, (0..130).step_by(3).collect::<Vec<_>>());
+        for (v, &slot) in slots.iter().enumerate() {
+            assert_eq!(gone.contains(slot), v % 3 == 0);
+            assert_eq!(slab.get(slot).is_some(), v % 3 != 0);
+        }
+        assert_eq!(slab.len(), 86);
     }
 }
