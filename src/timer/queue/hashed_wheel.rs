@@ -12,7 +12,7 @@
 //!
 //! **Buckets are arrays, not linked lists.** Each bucket keeps its entries
 //! in a vector of *items* (the entry's slot in the [`Slab`] that holds the
-//! values, and its due tick: 16 bytes) in insertion order (the item store
+//! values, and its due tick: 12 bytes) in insertion order (the item store
 //! both wheels share, [`Items`], with its head and its count of holes). So an insert appends to a vector, and every walk
 //! over a bucket (finding the next entry of a tick, finding the earliest
 //! entry) is a sequential pass over items that never reads the slab. Entries linked
@@ -73,7 +73,7 @@
 //! popping entries that are each more than a revolution apart is then
 //! quadratic. This is the hashed wheel's known weak spot (Netty walks every
 //! entry of a bucket each time its cursor passes it); the arrays make each
-//! walk a sequential read of 16-byte items, and the hierarchical wheel or
+//! walk a sequential read of 12-byte items, and the hierarchical wheel or
 //! the heap suit long, scattered delays better.
 //!
 //! # Complexity
@@ -91,7 +91,7 @@
 //! * Memory: 32 bytes per bucket (a vector and two counters) and one bit;
 //!   per entry one slab slot (the value alone: 16 bytes for a value such
 //!   as `Arc<dyn Trait>`, whose null niche marks a vacant slot) and one
-//!   16-byte item, plus the vectors' spare room.
+//!   12-byte item, plus the vectors' spare room.
 //!
 //! # Order and lateness
 //!
@@ -142,7 +142,12 @@ const PREFETCH_AHEAD: usize = 8;
 
 /// One entry in a bucket: its slab slot (or `HOLE`) and its due tick, the
 /// tick at whose start it is due: `ceil(deadline / tick)`.
+///
+/// 12 bytes, not 16: packed to 4-byte alignment, which leaves the `u64`
+/// unaligned in every other item (a plain load on the targets this runs
+/// on; the compiler refuses a reference to a packed field).
 #[derive(Clone, Copy, Debug)]
+#[repr(C, packed(4))]
 struct Item {
     slot: u32,
     due: u64,
@@ -865,13 +870,13 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_costs_32_bytes_for_a_fat_arc() {
+    fn an_entry_costs_28_bytes_for_a_fat_arc() {
         type Fat = Arc<dyn std::any::Any + Send + Sync>;
         assert_eq!(size_of::<Fat>(), 16);
         // The value alone; then its item in the bucket: its slab slot and
         // due tick.
         assert_eq!(size_of::<SlabSlot<Fat>>(), 16);
-        assert_eq!(size_of::<Item>(), 16);
+        assert_eq!(size_of::<Item>(), 12);
         assert_eq!(size_of::<Items<Item>>(), 32, "a bucket");
     }
 }

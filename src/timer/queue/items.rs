@@ -4,7 +4,7 @@
 //! items ([`Items`]); and a prefetch hint for the slab.
 //!
 //! An *item* is what a wheel keeps of an entry in its bucket or slot: the
-//! entry's slot in the wheel's [`Slab`](super::Slab) and its tick (16
+//! entry's slot in the wheel's [`Slab`](super::Slab) and its tick (12
 //! bytes), so that walking, cascading and compacting never read the slab.
 //! The store never moves an item on its own: positions are indexes into
 //! the vector, stable until the store is compacted or swept.
@@ -20,7 +20,7 @@
 //! entries plus a few items, however long time stands still.
 
 /// The most items a wheel's bucket or slot keeps room for once it is empty
-/// (4 KiB of 16-byte items): the busy buckets of a steady load do not
+/// (3 KiB of 12-byte items): the busy buckets of a steady load do not
 /// reallocate at every turn, and an emptied one never pins more than that.
 pub(crate) const RETAINED_ITEMS: usize = 256;
 
@@ -35,7 +35,7 @@ pub(crate) const MIN_COMPACTED: usize = 32;
 /// left in order (popped). `head` and `dead` are 32 bits, which keeps a
 /// store at 32 bytes: a store holds at most twice its entries plus
 /// [`MIN_COMPACTED`] items beyond its head, and items before the head only
-/// until it empties; 2^32 items of 16 bytes is 64 GiB, where memory runs
+/// until it empties; 2^32 items of 12 bytes is 48 GiB, where memory runs
 /// out first.
 #[derive(Debug)]
 pub(crate) struct Items<I> {
