@@ -117,6 +117,7 @@
 //! of a recompute above): use the heap or the hierarchical wheel.
 
 use std::cell::Cell;
+use std::panic::{self, AssertUnwindSafe};
 
 use super::slab::NO_SLOT;
 use super::{DelayQueue, Hole, Items, Nanos, Slab};
@@ -454,10 +455,14 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         dead: &mut dyn FnMut(&T) -> bool,
         removed: &mut dyn FnMut(T),
     ) -> usize {
-        let gone = self.slab.remove_where(|value| dead(value), removed);
-        if gone.count == 0 {
-            return 0;
-        }
+        let mut gone = self.slab.removal_set();
+        // A panic in `removed` (a task's drop) is held until the items of
+        // the slots emptied so far are gone too: an item must not name a
+        // slot the slab may hand out again.
+        let swept = panic::catch_unwind(AssertUnwindSafe(|| {
+            self.slab
+                .remove_where(&mut gone, |value| dead(value), removed)
+        }));
         if self.slab.len() == 0 {
             // Swept empty (a mass cancel): no bucket keeps any room either.
             // A small vector left here and there would pin the allocator's
@@ -466,16 +471,19 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
             self.buckets.iter_mut().for_each(Items::release);
             self.occupied.fill(0);
             self.earliest_at.set(NIL);
-            return gone.count;
-        }
-        let mut at = 0;
-        while let Some(b) = self.next_occupied(at, self.buckets.len()) {
-            at = b + 1;
-            if self.compact(b, |item| gone.contains(item.slot)) == 0 {
-                self.buckets[b].release();
-                self.occupied[b / 64] &= !(1 << (b % 64));
+        } else if gone.count > 0 {
+            let mut at = 0;
+            while let Some(b) = self.next_occupied(at, self.buckets.len()) {
+                at = b + 1;
+                if self.compact(b, |item| gone.contains(item.slot)) == 0 {
+                    self.buckets[b].release();
+                    self.occupied[b / 64] &= !(1 << (b % 64));
+                }
+                self.forget_earliest_in(b);
             }
-            self.forget_earliest_in(b);
+        }
+        if let Err(panic) = swept {
+            panic::resume_unwind(panic);
         }
         gone.count
     }
@@ -547,6 +555,10 @@ mod tests {
         assert_eq!(count, q.len());
         let items = q.buckets.iter().flat_map(|b| b.pending());
         let live: Vec<&Item> = items.filter(|item| !item.is_hole()).collect();
+        // Without generations, two items naming one slot would pop one
+        // entry twice: every slot is named once.
+        let slots: std::collections::HashSet<u32> = live.iter().map(|item| item.slot).collect();
+        assert_eq!(slots.len(), live.len(), "two items name one slab slot");
         let Some(min) = live.iter().map(|item| item.due).min() else {
             return;
         };
@@ -869,7 +881,40 @@ mod tests {
         }
     }
 
+    /// A task's drop that panics in the middle of a sweep: the slots
+    /// emptied up to it lose their items before the panic goes on, so the
+    /// entries that reuse those slots pop once each, and nothing else.
     #[test]
+    fn a_panic_while_handing_out_a_sweep_leaves_no_item_on_an_emptied_slot() {
+        let mut q = HashedWheel::new(1_000, 8);
+        for v in 0..100u64 {
+            q.insert(0, 1_000 * (v % 20 + 1), v);
+        }
+        let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            q.remove_where(&mut |v| v % 2 == 0, &mut |v| {
+                if v == 10 {
+                    panic!("expected: a removed entry's drop panicked");
+                }
+            })
+        }));
+        assert!(swept.is_err());
+        check_invariants(&q);
+        assert_eq!(
+            q.len(),
+            94,
+            "0, 2, .., 10 left; the even ones after were not reached"
+        );
+        for v in 100..106u64 {
+            q.insert(0, 1_000, v);
+        }
+        let mut popped = pop_all(&mut q, u64::MAX);
+        popped.sort_unstable();
+        let expected: Vec<u64> = (0..106).filter(|v| v % 2 == 1 || *v > 10).collect();
+        assert_eq!(popped, expected);
+    }
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
     fn an_entry_costs_28_bytes_for_a_fat_arc() {
         type Fat = Arc<dyn std::any::Any + Send + Sync>;
         assert_eq!(size_of::<Fat>(), 16);

@@ -126,7 +126,7 @@ impl<T> Heap<T> {
     }
 
     /// Asks for the children of the four items from `first` (sixteen
-    /// items, four or five cache lines), one of which the next level of a sift
+    /// items, three or four cache lines), one of which the next level of a sift
     /// reads: without it, the select below would make each level wait for
     /// memory in turn (a branch lets the CPU guess the winner and load its
     /// children early; a select does not).

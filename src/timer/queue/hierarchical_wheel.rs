@@ -129,6 +129,7 @@
 
 use std::cell::Cell;
 use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
 
 use super::{DelayQueue, Items, Nanos, Slab};
 
@@ -478,24 +479,30 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         dead: &mut dyn FnMut(&T) -> bool,
         removed: &mut dyn FnMut(T),
     ) -> usize {
-        let gone = self.slab.remove_where(|value| dead(value), removed);
-        if gone.count == 0 {
-            return 0;
-        }
-        for level in 0..LEVELS {
-            let mut bitmap = self.occupied[level];
-            while bitmap != 0 {
-                let slot = bitmap.trailing_zeros() as usize;
-                bitmap &= bitmap - 1;
-                let index = level * SLOTS + slot;
-                self.slots[index].retain(|item| !gone.contains(item.slot));
-                let queue = &self.slots[index];
-                if queue.pending().is_empty() {
-                    self.clear_slot(level, slot);
-                    self.slots[index].release();
-                } else if level > 0 {
-                    let min = queue.pending().iter().map(|item| item.tick).min();
-                    self.slot_min[index].set(min);
+        let mut gone = self.slab.removal_set();
+        // A panic in `removed` (a task's drop) is held until the items of
+        // the slots emptied so far are gone too: an item must not name a
+        // slot the slab may hand out again.
+        let swept = panic::catch_unwind(AssertUnwindSafe(|| {
+            self.slab
+                .remove_where(&mut gone, |value| dead(value), removed)
+        }));
+        if gone.count > 0 {
+            for level in 0..LEVELS {
+                let mut bitmap = self.occupied[level];
+                while bitmap != 0 {
+                    let slot = bitmap.trailing_zeros() as usize;
+                    bitmap &= bitmap - 1;
+                    let index = level * SLOTS + slot;
+                    self.slots[index].retain(|item| !gone.contains(item.slot));
+                    let queue = &self.slots[index];
+                    if queue.pending().is_empty() {
+                        self.clear_slot(level, slot);
+                        self.slots[index].release();
+                    } else if level > 0 {
+                        let min = queue.pending().iter().map(|item| item.tick).min();
+                        self.slot_min[index].set(min);
+                    }
                 }
             }
         }
@@ -504,6 +511,9 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
             // (small vectors left here and there would pin the allocator's
             // heap above the freed tasks: see the hashed wheel).
             self.slots.iter_mut().for_each(Items::release);
+        }
+        if let Err(panic) = swept {
+            panic::resume_unwind(panic);
         }
         gone.count
     }
@@ -867,6 +877,38 @@ mod tests {
         assert_eq!(popped + q.remove_where(&mut |_| true, &mut drop), 100_000);
         assert_eq!(q.slab.slots.capacity(), 0);
         assert!(q.slots.iter().all(|s| s.capacity() == 0));
+    }
+
+    /// A task's drop that panics in the middle of a sweep: the slots
+    /// emptied up to it lose their items before the panic goes on, so the
+    /// entries that reuse those slots pop once each, and nothing else.
+    #[test]
+    fn a_panic_while_handing_out_a_sweep_leaves_no_item_on_an_emptied_slot() {
+        let mut q = HierarchicalWheel::new(1_000);
+        for v in 0..100u64 {
+            q.insert(0, 1_000 * (v % 20 + 1) * 70, v);
+        }
+        let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            q.remove_where(&mut |v| v % 2 == 0, &mut |v| {
+                if v == 10 {
+                    panic!("expected: a removed entry's drop panicked");
+                }
+            })
+        }));
+        assert!(swept.is_err());
+        check_invariants(&q);
+        assert_eq!(
+            q.len(),
+            94,
+            "0, 2, .., 10 left; the even ones after were not reached"
+        );
+        for v in 100..106u64 {
+            q.insert(0, 1_000, v);
+        }
+        let mut popped = pop_all(&mut q, u64::MAX);
+        popped.sort_unstable();
+        let expected: Vec<u64> = (0..106).filter(|v| v % 2 == 1 || *v > 10).collect();
+        assert_eq!(popped, expected);
     }
 
     #[test]
