@@ -84,10 +84,15 @@ impl<E> Slab<E> {
     /// Takes the entry out of `slot`, which holds one (the caller's item
     /// named it, and items leave with their entries: the module doc).
     pub(crate) fn remove(&mut self, slot: u32) -> E {
-        let vacant = SlabSlot::Vacant(self.free);
-        let SlabSlot::Occupied(entry) = std::mem::replace(&mut self.slots[slot as usize], vacant)
+        let place = &mut self.slots[slot as usize];
+        // Checked before the slot is touched: a vacant one keeps its link.
+        assert!(
+            matches!(place, SlabSlot::Occupied(_)),
+            "slab slot {slot} is vacant: an item outlived its entry"
+        );
+        let SlabSlot::Occupied(entry) = std::mem::replace(place, SlabSlot::Vacant(self.free))
         else {
-            panic!("slab slot {slot} is vacant: an item outlived its entry");
+            unreachable!("checked above");
         };
         self.free = slot;
         self.len -= 1;
