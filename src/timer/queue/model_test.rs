@@ -23,6 +23,42 @@ use proptest::prelude::*;
 
 use super::{DelayQueue, Nanos};
 
+/// A removed entry's drop that panics in the middle of a sweep of `q`:
+/// the panic goes on, and the queue is whole. `check` (a backend's
+/// structural invariants) holds, the entries handed out before the panic
+/// and the one that panicked are gone, the others stay, and entries
+/// inserted afterwards (on the wheels, in the slab slots just emptied) pop
+/// once each, with nothing else.
+pub(super) fn a_panic_in_a_sweep_leaves_the_queue_whole<Q: DelayQueue<u64>>(
+    mut q: Q,
+    check: impl Fn(&Q),
+) {
+    for v in 0..100u64 {
+        q.insert(0, 70_000 * (v % 20 + 1), v);
+    }
+    let mut handed = Vec::new();
+    let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        q.remove_where(&mut |v| v % 2 == 0, &mut |v| {
+            handed.push(v);
+            if handed.len() == 6 {
+                panic!("expected: a removed entry's drop panicked");
+            }
+        })
+    }));
+    assert!(swept.is_err(), "the panic goes on");
+    check(&q);
+    assert_eq!(q.len(), 94, "six left, the rest stay");
+    for v in 100..106u64 {
+        q.insert(0, 1_000, v);
+    }
+    check(&q);
+    let mut popped: Vec<u64> = std::iter::from_fn(|| q.pop_due(u64::MAX)).collect();
+    check(&q);
+    popped.sort_unstable();
+    let expected: Vec<u64> = (0..106).filter(|v| !handed.contains(v)).collect();
+    assert_eq!(popped, expected);
+}
+
 /// Random operations (a fixed-seed generator) on `q`, with `check` (a
 /// backend's structural invariants) called after each one: the wheels'
 /// structural test. The property test below checks behaviour; this one
