@@ -173,3 +173,114 @@ fn a_cancel_under_a_run_stays_and_a_new_job_after_it_is_its_own() {
         assert_eq!(gates.runs_of("hold-gone"), 1, "{kind:?}");
     }
 }
+
+/// Holds the store's jobs table for `stall` from another connection, as a
+/// slow or frozen store would: every statement on it waits meanwhile.
+fn stall_store(store: &Store, stall: Duration) {
+    match &store.params {
+        Some(params) => {
+            let mut client = postgres::Client::connect(params, postgres::NoTls).unwrap();
+            let mut lock = client.transaction().unwrap();
+            lock.batch_execute("LOCK TABLE chronopool_jobs IN ACCESS EXCLUSIVE MODE")
+                .unwrap();
+            std::thread::sleep(stall);
+            lock.commit().unwrap();
+        }
+        None => {
+            let mut conn = rusqlite::Connection::open(store.path()).unwrap();
+            let lock = conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)
+                .unwrap();
+            std::thread::sleep(stall);
+            lock.commit().unwrap();
+        }
+    }
+}
+
+/// A handler limited to one run at once has a run in flight; another of
+/// its jobs falls due while the store stalls, from well before the run's
+/// next renewal until past its lease. The first exchanges after the stall
+/// hold both the claim of that job and a renewal. Expected: the live run's
+/// lease is renewed before the claim counts the handler's runs, so the
+/// other job waits for it (the limit holds), then runs once; nothing is
+/// lost or taken over.
+#[test]
+fn a_limit_holds_for_a_live_run_whose_lease_ended_under_a_stalled_store() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(3);
+        let jobs = store.open(&pool, real_config());
+        let gates = Arc::new(Gates::default());
+        gates.register(&jobs);
+        jobs.set_limit("work", Some(1)).unwrap();
+        jobs.start().unwrap();
+        jobs.schedule("a", "work", "hold-a", Schedule::After(Duration::ZERO))
+            .unwrap();
+        eventually("the first run starts", || gates.runs_of("hold-a") == 1);
+        let due = std::time::SystemTime::now() + Duration::from_millis(300);
+        jobs.schedule("b", "work", "b", Schedule::At(due)).unwrap();
+        // Past the 1 s lease, counted from the last renewal before it.
+        stall_store(&store, Duration::from_millis(2_500));
+        std::thread::sleep(Duration::from_millis(1_000));
+        let early = gates.runs_of("b");
+        gates.open("hold-a", Ok(()));
+        assert_eq!(early, 0, "{kind:?}: b ran beside the live run");
+        eventually("b runs", || gates.runs_of("b") == 1);
+        eventually("both are stored", || jobs.metrics().running == 0);
+        std::thread::sleep(Duration::from_millis(300));
+        let m = jobs.metrics();
+        assert_eq!(
+            (
+                gates.runs_of("hold-a"),
+                gates.runs_of("b"),
+                m.lost,
+                m.lease_expired
+            ),
+            (1, 1, 0, 0),
+            "{kind:?}: {m:?}"
+        );
+    }
+}
+
+/// A run in flight; its key is scheduled again, due a moment later; the
+/// store stalls from before that moment until well past the run's lease,
+/// so the polls after the stall find the old run's lease ended and the new
+/// job due. Expected: this process's own live run is not taken over (its
+/// lease is renewed); the new job waits for it and then runs once;
+/// nothing is lost.
+#[test]
+fn a_job_scheduled_again_and_due_while_the_store_stalls_waits_for_the_live_run() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(3);
+        let jobs = store.open(&pool, real_config());
+        let gates = Arc::new(Gates::default());
+        gates.register(&jobs);
+        jobs.start().unwrap();
+        jobs.schedule("k", "work", "hold-old", Schedule::After(Duration::ZERO))
+            .unwrap();
+        eventually("the old run starts", || gates.runs_of("hold-old") == 1);
+        let due = std::time::SystemTime::now() + Duration::from_millis(400);
+        jobs.schedule("k", "work", "new", Schedule::At(due))
+            .unwrap();
+        // Past the 1 s lease, counted from the last renewal before it.
+        stall_store(&store, Duration::from_millis(2_500));
+        std::thread::sleep(Duration::from_millis(1_000));
+        assert_eq!(
+            gates.runs_of("new"),
+            0,
+            "{kind:?}: the new job ran while the old run was live"
+        );
+        gates.open("hold-old", Ok(()));
+        eventually("the new job runs", || gates.runs_of("new") == 1);
+        eventually("both are stored", || jobs.metrics().running == 0);
+        std::thread::sleep(Duration::from_millis(300));
+        let m = jobs.metrics();
+        assert_eq!(
+            (gates.runs_of("new"), m.lost, m.lease_expired),
+            (1, 0, 0),
+            "{kind:?}: {m:?}"
+        );
+        assert!(jobs.job("k").unwrap().is_none(), "{kind:?}");
+    }
+}

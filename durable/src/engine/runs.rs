@@ -272,14 +272,6 @@ impl RunLoop {
         }
     }
 
-    /// True if a run of `key` held here is live (its lease still ours as
-    /// far as the last renewal knew).
-    fn holds_live(&self, key: &str) -> bool {
-        self.held
-            .iter()
-            .any(|(fence, held)| held.renew && fence.key == key)
-    }
-
     fn renewal_due(&self) -> bool {
         !self.held.is_empty() && Instant::now() >= self.renew_at
     }
@@ -403,6 +395,11 @@ impl RunLoop {
     /// permanent, first renewals alone (does the store work at all?), then
     /// the ends one by one (is one of them what it refuses?).
     fn turn(&mut self) {
+        // The leases this turn sends run from here: the next renewal is due
+        // a third of a lease from here, not from the exchange's end, so
+        // that after an exchange that waited (a locked store) the next turn
+        // renews at once, ahead of its claims.
+        let started = Instant::now();
         let now = self.shared.now_micros();
         let take = match self.mode {
             Mode::Normal => self.ends.len().min(BATCH_LIMIT),
@@ -418,14 +415,29 @@ impl RunLoop {
             Mode::Normal => self.claimable().min(BATCH_LIMIT),
             Mode::Probe | Mode::Isolate { .. } => 0,
         };
+        // The keys of the runs held here whose leases are live as far as
+        // the last renewal knew. A fire of one of them is never claimed: it
+        // is a lease that ended under a stall of this process (a slow
+        // store, a loaded machine), a poll's placement that read the job
+        // before this process claimed it, or the job scheduled again during
+        // the run. Claimed, any of them would take the live run over if its
+        // lease had ended. The run's end places what comes next (its next
+        // occurrence, or the job that replaced it); the lease is renewed
+        // now, in this turn's exchange, ahead of its claims.
+        let live: HashSet<&str> = if want > 0 && !self.fires.is_empty() {
+            self.held
+                .iter()
+                .filter(|(_, h)| h.renew)
+                .map(|(f, _)| f.key.as_str())
+                .collect()
+        } else {
+            HashSet::new()
+        };
         while keys.len() < want {
             let Some(fire) = self.fires.pop_front() else {
                 break;
             };
-            if fire.expired && self.holds_live(&fire.key) {
-                // This process's own run of it is live: its lease ended
-                // under a stall of this process (a slow store, a loaded
-                // machine). Renewed now, not run a second time here.
+            if live.contains(fire.key.as_str()) {
                 self.renew_at = Instant::now();
                 self.drop_fire(fire);
                 continue;
@@ -511,7 +523,7 @@ impl RunLoop {
                     _ => Mode::Normal,
                 };
                 if !renewing.is_empty() {
-                    self.renew_at = Instant::now() + self.shared.config.lease / 3;
+                    self.renew_at = started + self.shared.config.lease / 3;
                 }
                 self.apply(done, ends, claiming, &renewing, now, run);
             }
@@ -738,5 +750,97 @@ impl RunLoop {
         // Refused (shut down meanwhile): the closure comes back in the
         // error and is dropped here, and its guard releases the claim.
         let _ = executor.execute(move || guard.run(row, &handler));
+    }
+}
+
+// On SQLite: the test makes a lease end by writing to the file.
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use chronopool::ScheduledExecutor;
+
+    use crate::{Config, DurableScheduler, Schedule};
+
+    fn eventually(what: &str, done: impl Fn() -> bool) {
+        let give_up = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(Instant::now() < give_up, "never: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A run held here whose lease ended under a stall of this process (its
+    /// row's lease made to end, as a stall would); then a fire of its job
+    /// that is not a take-over comes (a poll's placement that read the job
+    /// before this process claimed it). The turn that gets it would claim
+    /// a row whose lease has ended. Expected: the fire is dropped and the
+    /// lease renewed; the run is not taken over, and runs once.
+    #[test]
+    fn a_fire_of_a_job_held_live_here_does_not_take_its_run_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jobs.db");
+        let pool = ScheduledExecutor::builder()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        let config = Config {
+            lease: Duration::from_secs(1),
+            // No poll meanwhile: the only fire is the one this test sends.
+            window: Duration::from_secs(7200),
+            poll_interval: Duration::from_secs(3600),
+            ..Config::default()
+        };
+        let jobs = DurableScheduler::sqlite(&pool, &path, config).unwrap();
+        let (runs, open) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (r, o) = (Arc::clone(&runs), Arc::clone(&open));
+        jobs.register("work", move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+            while !o.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok(())
+        });
+        jobs.start().unwrap();
+        jobs.schedule("k", "work", "", Schedule::After(Duration::ZERO))
+            .unwrap();
+        eventually("the run starts", || runs.load(Ordering::SeqCst) == 1);
+        let db = rusqlite::Connection::open(&path).unwrap();
+        let fire: i64 = db
+            .query_row(
+                "SELECT next_fire FROM chronopool_jobs WHERE key = 'k'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        db.execute(
+            "UPDATE chronopool_jobs SET lease_until = 0 WHERE key = 'k'",
+            [],
+        )
+        .unwrap();
+        jobs.shared.fired("k".into(), "work".into(), fire, false);
+        std::thread::sleep(Duration::from_millis(500));
+        let (ran, m) = (runs.load(Ordering::SeqCst), jobs.metrics());
+        let lease: Option<i64> = db
+            .query_row(
+                "SELECT lease_until FROM chronopool_jobs WHERE key = 'k'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        // Opened before the asserts: a failed one must not leave a run
+        // blocked under the scheduler's drop.
+        open.store(true, Ordering::SeqCst);
+        assert_eq!((ran, m.lease_expired, m.lost), (1, 0, 0), "{m:?}");
+        assert!(lease > Some(0), "the lease is renewed: {lease:?}");
+        eventually("the run is stored", || jobs.metrics().running == 0);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        assert!(jobs.job("k").unwrap().is_none());
+        assert!(jobs.shutdown(Duration::from_secs(10)));
     }
 }

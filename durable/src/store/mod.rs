@@ -365,8 +365,11 @@ pub(crate) struct Exchange<'a> {
     pub(crate) owner: &'a Owner,
     /// Runs to end, first (they free the rows the claims may want).
     pub(crate) ends: &'a [(Fence, Finish)],
+    /// Claims, last (after the renewals: a lease of this owner's that
+    /// ended under a stall is extended before a claim could take it over
+    /// or a limit leave it out).
     pub(crate) claim: Option<Claim<'a>>,
-    /// Leases to extend to `.1`.
+    /// Leases to extend to `.1`, second.
     pub(crate) renew: Option<(&'a [Fence], Micros)>,
     /// The runs' history: for each end, whether its occurrence was skipped
     /// (too late), and how many runs of each job are kept; `None`: no

@@ -950,6 +950,20 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
         },
         ..Exchanged::default()
     };
+    // Renewals before claims: a run of this owner whose lease ended under
+    // a stall is extended here, so the claims below neither take it over
+    // nor leave it out of its handler's count of runs at once (limits
+    // count live leases).
+    if let Some((fences, until)) = x.renew {
+        let keys: Vec<&str> = fences.iter().map(|f| f.key.as_str()).collect();
+        let runs: Vec<i64> = fences.iter().map(|f| f.run).collect();
+        let rows = tx.query(RENEW, &[&keys, &runs, &owner.id, &at(until)])?;
+        let held = fences_of(&rows)?;
+        done.renewed = fences
+            .iter()
+            .map(|f| held.contains(&(f.key.clone(), f.run)))
+            .collect();
+    }
     if let Some(claim) = &x.claim {
         let (keys, names) = within_limits(&mut tx, claim, &mut done.held_back)?;
         let rows = tx.query(
@@ -988,16 +1002,6 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
             ],
         )?;
         done.claimed = rows_of(&rows)?;
-    }
-    if let Some((fences, until)) = x.renew {
-        let keys: Vec<&str> = fences.iter().map(|f| f.key.as_str()).collect();
-        let runs: Vec<i64> = fences.iter().map(|f| f.run).collect();
-        let rows = tx.query(RENEW, &[&keys, &runs, &owner.id, &at(until)])?;
-        let held = fences_of(&rows)?;
-        done.renewed = fences
-            .iter()
-            .map(|f| held.contains(&(f.key.clone(), f.run)))
-            .collect();
     }
     tx.commit()?;
     Ok(done)

@@ -635,6 +635,19 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
         }
         done.ended.push(finish_one(&tx, id, fence, finish)?);
     }
+    // Renewals before claims: a run of this owner whose lease ended under
+    // a stall is extended here, so the claims below neither take it over
+    // nor leave it out of its handler's count of runs at once (limits
+    // count live leases).
+    if let Some((fences, until)) = x.renew {
+        let mut statement = tx.prepare_cached(&format!(
+            "UPDATE chronopool_jobs SET lease_until = ?4 WHERE {FENCED}"
+        ))?;
+        for Fence { key, run } in fences {
+            done.renewed
+                .push(statement.execute(params![key, id, run, until])? == 1);
+        }
+    }
     if let Some(claim) = &x.claim {
         let mut free = free_slots(&tx, claim.names, claim.now)?;
         let mut statement = tx.prepare_cached(&format!(
@@ -681,15 +694,6 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
                 *n -= 1;
             }
             done.claimed.extend(row);
-        }
-    }
-    if let Some((fences, until)) = x.renew {
-        let mut statement = tx.prepare_cached(&format!(
-            "UPDATE chronopool_jobs SET lease_until = ?4 WHERE {FENCED}"
-        ))?;
-        for Fence { key, run } in fences {
-            done.renewed
-                .push(statement.execute(params![key, id, run, until])? == 1);
         }
     }
     tx.commit()?;
