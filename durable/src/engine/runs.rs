@@ -28,8 +28,10 @@
 //! # Turns
 //!
 //! Each turn drains the channel, then sends one [`Exchange`]: the ends
-//! waiting (first: they free run slots and rows), the claims that fit, and
-//! the renewals if they are due. A failed exchange is sent again after a
+//! waiting (first: they free run slots and rows), the renewals if they are
+//! due (second: a lease that ended under a stall is extended before a
+//! claim sees it), and the claims that fit. A fire of a job whose run is
+//! held here is never claimed (see `turn`). A failed exchange is sent again after a
 //! back-off (10 ms, doubling, at most 1 s), all of it if the failure is
 //! transient. Otherwise its claims are dropped (a later poll places those
 //! jobs again), and the loop finds out what the store refuses: renewals
