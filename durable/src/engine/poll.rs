@@ -11,7 +11,8 @@
 //! whose lease ends within the window it places those of other
 //! schedulers, and its own only once their lease has ended (its own live
 //! runs are renewed by its run loop; one whose lease ended anyway, because
-//! the store was away, is taken over like another's). A poll that fails
+//! the store was away, is renewed by the run loop if its run still holds
+//! its fence, and claimed if the fence is gone). A poll that fails
 //! is tried again after a back-off (100 ms, doubling up to the poll
 //! interval), not only at the next poll.
 //!

@@ -31,8 +31,9 @@
 //! waiting (first: they free run slots and rows), the renewals if they are
 //! due (second: a lease that ended under a stall is extended before a
 //! claim sees it), and the claims that fit. A fire of a job whose run is
-//! held here is never claimed (see `turn`). A failed exchange is sent again after a
-//! back-off (10 ms, doubling, at most 1 s), all of it if the failure is
+//! held live here (still renewed) is not claimed until a renewal finds
+//! that run's fence gone (see `turn`). A failed exchange is sent again
+//! after a back-off (10 ms, doubling, at most 1 s), all of it if the failure is
 //! transient. Otherwise its claims are dropped (a later poll places those
 //! jobs again), and the loop finds out what the store refuses: renewals
 //! alone first; if they are stored, the store works, and the ends go one
@@ -393,7 +394,7 @@ impl RunLoop {
     }
 
     /// One exchange with the store (module doc): in normal turns, the
-    /// ends, claims and renewals waiting; after a failure the store called
+    /// ends, renewals and claims waiting, in that order; after a failure the store called
     /// permanent, first renewals alone (does the store work at all?), then
     /// the ends one by one (is one of them what it refuses?).
     fn turn(&mut self) {
@@ -418,20 +419,18 @@ impl RunLoop {
             Mode::Probe | Mode::Isolate { .. } => 0,
         };
         // The keys of the runs held here whose leases are live as far as
-        // the last renewal knew. A fire of one of them is never claimed: it
-        // is a lease that ended under a stall of this process (a slow
-        // store, a loaded machine), a poll's placement that read the job
-        // before this process claimed it, or the job scheduled again during
-        // the run. Claimed, any of them would take the live run over if its
-        // lease had ended. The run's end places what comes next (its next
-        // occurrence, or the job that replaced it); the lease is renewed
-        // now, in this turn's exchange, ahead of its claims.
-        let live: HashSet<&str> = if want > 0 && !self.fires.is_empty() {
-            self.held
-                .iter()
-                .filter(|(_, h)| h.renew)
-                .map(|(f, _)| f.key.as_str())
-                .collect()
+        // the last renewal knew. A fire of one of them is not claimed in
+        // this turn: it is a lease that ended under a stall of this process
+        // (a slow store, a loaded machine), a poll's placement that read
+        // the job before this process claimed it, or a new job of the key
+        // placed after a cancel under the run. Claimed with the run's lease
+        // ended, the first two would take the live run over. So it is
+        // parked, and the lease renewed now, in this exchange, ahead of its
+        // claims; then `settle` drops it if the run still holds (the run's
+        // end places what comes next) and claims it next turn if not.
+        let mut parked: Vec<Fire> = Vec::new();
+        let live = if want > 0 && !self.fires.is_empty() {
+            live_keys(&self.held)
         } else {
             HashSet::new()
         };
@@ -441,7 +440,7 @@ impl RunLoop {
             };
             if live.contains(fire.key.as_str()) {
                 self.renew_at = Instant::now();
-                self.drop_fire(fire);
+                parked.push(fire);
                 continue;
             }
             if seen.insert(fire.key.clone()) {
@@ -465,6 +464,10 @@ impl RunLoop {
             Vec::new()
         };
         if ends.is_empty() && keys.is_empty() && renewing.is_empty() {
+            // (A parked fire made the renewal due: none is parked here.)
+            for fire in parked {
+                self.drop_fire(fire);
+            }
             if self.renewal_due() {
                 self.renew_at = Instant::now() + self.shared.config.lease / 3;
             }
@@ -528,8 +531,35 @@ impl RunLoop {
                     self.renew_at = started + self.shared.config.lease / 3;
                 }
                 self.apply(done, ends, claiming, &renewing, now, run);
+                self.settle(parked);
             }
-            Err(e) => self.failed(&e, ends, claiming),
+            Err(e) => {
+                self.failed(&e, ends, claiming);
+                // Parked again by the turn that sends the exchange again.
+                for fire in parked.into_iter().rev() {
+                    self.fires.push_front(fire);
+                }
+            }
+        }
+    }
+
+    /// The fires a turn parked (see `turn`), after its exchange renewed:
+    /// one whose key's run still holds is dropped (the run's end places
+    /// what comes next); one whose run's fence is gone (cancelled, taken
+    /// over, or its end stored) is claimed next turn.
+    fn settle(&mut self, parked: Vec<Fire>) {
+        if parked.is_empty() {
+            return;
+        }
+        let live = live_keys(&self.held);
+        let (still_held, freed): (Vec<Fire>, Vec<Fire>) = parked
+            .into_iter()
+            .partition(|fire| live.contains(fire.key.as_str()));
+        for fire in still_held {
+            self.drop_fire(fire);
+        }
+        for fire in freed.into_iter().rev() {
+            self.fires.push_front(fire);
         }
     }
 
@@ -755,6 +785,15 @@ impl RunLoop {
     }
 }
 
+/// The keys of the runs in `held` whose leases are live as far as the last
+/// renewal knew.
+fn live_keys(held: &HashMap<Fence, Held>) -> HashSet<&str> {
+    held.iter()
+        .filter(|(_, h)| h.renew)
+        .map(|(f, _)| f.key.as_str())
+        .collect()
+}
+
 // On SQLite: the test makes a lease end by writing to the file.
 #[cfg(all(test, feature = "sqlite"))]
 mod tests {
@@ -774,33 +813,36 @@ mod tests {
         }
     }
 
-    /// A run held here whose lease ended under a stall of this process (its
-    /// row's lease made to end, as a stall would); then a fire of its job
-    /// that is not a take-over comes (a poll's placement that read the job
-    /// before this process claimed it). The turn that gets it would claim
-    /// a row whose lease has ended. Expected: the fire is dropped and the
-    /// lease renewed; the run is not taken over, and runs once.
-    #[test]
-    fn a_fire_of_a_job_held_live_here_does_not_take_its_run_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("jobs.db");
+    /// Opens the handler's gate when dropped: a failed assert must not
+    /// leave a run blocked under the pool's drop.
+    struct Opens(Arc<AtomicBool>);
+
+    impl Drop for Opens {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// A scheduler on a SQLite file in `dir`, with a lease of 3 s
+    /// (renewed every second) and no poll, whose job `k` is running,
+    /// blocked until `open`; and how many runs its handler saw.
+    fn one_run_held(
+        dir: &std::path::Path,
+        open: &Arc<AtomicBool>,
+    ) -> (ScheduledExecutor, DurableScheduler, Arc<AtomicUsize>) {
         let pool = ScheduledExecutor::builder()
             .worker_threads(2)
             .build()
             .unwrap();
         let config = Config {
-            lease: Duration::from_secs(1),
-            // No poll meanwhile: the only fire is the one this test sends.
+            lease: Duration::from_secs(3),
             window: Duration::from_secs(7200),
             poll_interval: Duration::from_secs(3600),
             ..Config::default()
         };
-        let jobs = DurableScheduler::sqlite(&pool, &path, config).unwrap();
-        let (runs, open) = (
-            Arc::new(AtomicUsize::new(0)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        let (r, o) = (Arc::clone(&runs), Arc::clone(&open));
+        let jobs = DurableScheduler::sqlite(&pool, dir.join("jobs.db"), config).unwrap();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let (r, o) = (Arc::clone(&runs), Arc::clone(open));
         jobs.register("work", move |_| {
             r.fetch_add(1, Ordering::SeqCst);
             while !o.load(Ordering::SeqCst) {
@@ -812,37 +854,85 @@ mod tests {
         jobs.schedule("k", "work", "", Schedule::After(Duration::ZERO))
             .unwrap();
         eventually("the run starts", || runs.load(Ordering::SeqCst) == 1);
-        let db = rusqlite::Connection::open(&path).unwrap();
-        let fire: i64 = db
-            .query_row(
-                "SELECT next_fire FROM chronopool_jobs WHERE key = 'k'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
+        (pool, jobs, runs)
+    }
+
+    /// `column` of the row of `k`.
+    fn read(db: &rusqlite::Connection, column: &str) -> Option<i64> {
+        db.query_row(
+            &format!("SELECT {column} FROM chronopool_jobs WHERE key = 'k'"),
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    }
+
+    /// A run held here whose lease ended under a stall of this process (its
+    /// row's lease made to end, as a stall would); then a fire of its job
+    /// that is not a take-over comes (a poll's placement that read the job
+    /// before this process claimed it). The turn that gets it would claim
+    /// a row whose lease has ended. Expected: the fire is not claimed and
+    /// the lease is renewed; the run is not taken over, and runs once.
+    #[test]
+    fn a_fire_of_a_job_held_live_here_does_not_take_its_run_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = Arc::new(AtomicBool::new(false));
+        let opens = Opens(Arc::clone(&open));
+        let (_pool, jobs, runs) = one_run_held(dir.path(), &open);
+        let db = rusqlite::Connection::open(dir.path().join("jobs.db")).unwrap();
+        let fire = read(&db, "next_fire").unwrap();
         db.execute(
             "UPDATE chronopool_jobs SET lease_until = 0 WHERE key = 'k'",
             [],
         )
         .unwrap();
         jobs.shared.fired("k".into(), "work".into(), fire, false);
-        std::thread::sleep(Duration::from_millis(500));
+        eventually("the lease is renewed", || {
+            read(&db, "lease_until") > Some(0)
+        });
+        // Time for a claim that would follow.
+        std::thread::sleep(Duration::from_millis(200));
         let (ran, m) = (runs.load(Ordering::SeqCst), jobs.metrics());
-        let lease: Option<i64> = db
-            .query_row(
-                "SELECT lease_until FROM chronopool_jobs WHERE key = 'k'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        // Opened before the asserts: a failed one must not leave a run
-        // blocked under the scheduler's drop.
-        open.store(true, Ordering::SeqCst);
+        drop(opens);
         assert_eq!((ran, m.lease_expired, m.lost), (1, 0, 0), "{m:?}");
-        assert!(lease > Some(0), "the lease is renewed: {lease:?}");
         eventually("the run is stored", || jobs.metrics().running == 0);
         assert_eq!(runs.load(Ordering::SeqCst), 1);
         assert!(jobs.job("k").unwrap().is_none());
         assert!(jobs.shutdown(Duration::from_secs(10)));
+    }
+
+    /// A run held here, and its row made a new job of the same key, due
+    /// (as a cancel and a schedule under the run make it, but with a
+    /// sequence number a fresh poll has seen: no poll places it); then its
+    /// fire comes. The run loop
+    /// holds the key live until its renewal finds the fence gone. Expected:
+    /// the new job is claimed once the renewal has found that, not left
+    /// for the next full poll (an hour away).
+    #[test]
+    fn a_fire_parked_for_a_run_whose_fence_is_gone_is_claimed() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = Arc::new(AtomicBool::new(false));
+        let opens = Opens(Arc::clone(&open));
+        let (_pool, jobs, runs) = one_run_held(dir.path(), &open);
+        let db = rusqlite::Connection::open(dir.path().join("jobs.db")).unwrap();
+        let fire = read(&db, "next_fire").unwrap();
+        db.execute(
+            "UPDATE chronopool_jobs SET state = 'scheduled', owner = NULL, run = NULL,
+                 owner_name = NULL, owner_lock = NULL, lease_until = NULL, seq = 0
+             WHERE key = 'k'",
+            [],
+        )
+        .unwrap();
+        jobs.shared.fired("k".into(), "work".into(), fire, false);
+        let give_up = Instant::now() + Duration::from_secs(5);
+        while runs.load(Ordering::SeqCst) < 2 && Instant::now() < give_up {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let ran = runs.load(Ordering::SeqCst);
+        drop(opens);
+        assert_eq!(ran, 2, "the new job did not run within 5 s");
+        eventually("both are stored", || jobs.metrics().running == 0);
+        let m = jobs.metrics();
+        assert_eq!((m.succeeded, m.lost), (1, 1), "{m:?}");
     }
 }

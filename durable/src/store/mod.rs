@@ -60,7 +60,8 @@
 //!
 //! **Transactions.** On both stores, a batch of upserts is one transaction
 //! (all are stored or none), and one [`Conn::exchange`] (the finishes,
-//! claims and renewals a scheduler's run loop gathered) is one transaction:
+//! renewals and claims a scheduler's run loop gathered, in that order) is
+//! one transaction:
 //! each row in it keeps the rules above as if it were alone, and either all
 //! of the exchange is stored or none of it.
 //!
@@ -365,12 +366,12 @@ pub(crate) struct Exchange<'a> {
     pub(crate) owner: &'a Owner,
     /// Runs to end, first (they free the rows the claims may want).
     pub(crate) ends: &'a [(Fence, Finish)],
+    /// Leases to extend to `.1`, second.
+    pub(crate) renew: Option<(&'a [Fence], Micros)>,
     /// Claims, last (after the renewals: a lease of this owner's that
     /// ended under a stall is extended before a claim could take it over
     /// or a limit leave it out).
     pub(crate) claim: Option<Claim<'a>>,
-    /// Leases to extend to `.1`, second.
-    pub(crate) renew: Option<(&'a [Fence], Micros)>,
     /// The runs' history: for each end, whether its occurrence was skipped
     /// (too late), and how many runs of each job are kept; `None`: no
     /// history is kept. Written when the end holds its fence, at `now`.
