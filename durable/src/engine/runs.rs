@@ -823,48 +823,83 @@ mod tests {
         }
     }
 
-    /// A scheduler on a SQLite file in `dir`, with a lease of 3 s
-    /// (renewed every second) and no poll, whose job `k` is running,
-    /// blocked until `open`; and how many runs its handler saw.
-    fn one_run_held(
-        dir: &std::path::Path,
-        open: &Arc<AtomicBool>,
-    ) -> (ScheduledExecutor, DurableScheduler, Arc<AtomicUsize>) {
-        let pool = ScheduledExecutor::builder()
-            .worker_threads(2)
-            .build()
-            .unwrap();
-        let config = Config {
-            lease: Duration::from_secs(3),
-            window: Duration::from_secs(7200),
-            poll_interval: Duration::from_secs(3600),
-            ..Config::default()
-        };
-        let jobs = DurableScheduler::sqlite(&pool, dir.join("jobs.db"), config).unwrap();
-        let runs = Arc::new(AtomicUsize::new(0));
-        let (r, o) = (Arc::clone(&runs), Arc::clone(open));
-        jobs.register("work", move |_| {
-            r.fetch_add(1, Ordering::SeqCst);
-            while !o.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Ok(())
-        });
-        jobs.start().unwrap();
-        jobs.schedule("k", "work", "", Schedule::After(Duration::ZERO))
-            .unwrap();
-        eventually("the run starts", || runs.load(Ordering::SeqCst) == 1);
-        (pool, jobs, runs)
+    /// A scheduler on a SQLite file, with a lease of 3 s (renewed every
+    /// second) and no poll, whose job `k` is running, blocked until the
+    /// fixture is dropped; its row then changed by `sql` from another
+    /// connection, and a fire of `k` sent to the run loop that is not a
+    /// take-over (as a poll's placement that read the job before its claim
+    /// is).
+    struct Fixture {
+        // Dropped first: the gate opens before the pool is dropped.
+        _opens: Opens,
+        jobs: DurableScheduler,
+        runs: Arc<AtomicUsize>,
+        db: rusqlite::Connection,
+        _pool: ScheduledExecutor,
+        _dir: tempfile::TempDir,
     }
 
-    /// `column` of the row of `k`.
-    fn read(db: &rusqlite::Connection, column: &str) -> Option<i64> {
-        db.query_row(
-            &format!("SELECT {column} FROM chronopool_jobs WHERE key = 'k'"),
-            [],
-            |r| r.get(0),
-        )
-        .unwrap()
+    impl Fixture {
+        fn new(sql: &str) -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let open = Arc::new(AtomicBool::new(false));
+            let opens = Opens(Arc::clone(&open));
+            let pool = ScheduledExecutor::builder()
+                .worker_threads(2)
+                .build()
+                .unwrap();
+            let config = Config {
+                lease: Duration::from_secs(3),
+                window: Duration::from_secs(7200),
+                poll_interval: Duration::from_secs(3600),
+                ..Config::default()
+            };
+            let jobs = DurableScheduler::sqlite(&pool, dir.path().join("jobs.db"), config).unwrap();
+            let runs = Arc::new(AtomicUsize::new(0));
+            let (r, o) = (Arc::clone(&runs), open);
+            jobs.register("work", move |_| {
+                r.fetch_add(1, Ordering::SeqCst);
+                while !o.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Ok(())
+            });
+            jobs.start().unwrap();
+            jobs.schedule("k", "work", "", Schedule::After(Duration::ZERO))
+                .unwrap();
+            eventually("the run starts", || runs.load(Ordering::SeqCst) == 1);
+            let db = rusqlite::Connection::open(dir.path().join("jobs.db")).unwrap();
+            let fixture = Fixture {
+                _opens: opens,
+                jobs,
+                runs,
+                db,
+                _pool: pool,
+                _dir: dir,
+            };
+            let fire = fixture.read("next_fire").unwrap();
+            fixture.db.execute(sql, []).unwrap();
+            fixture
+                .jobs
+                .shared
+                .fired("k".into(), "work".into(), fire, false);
+            fixture
+        }
+
+        /// `column` of the row of `k`.
+        fn read(&self, column: &str) -> Option<i64> {
+            self.db
+                .query_row(
+                    &format!("SELECT {column} FROM chronopool_jobs WHERE key = 'k'"),
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap()
+        }
+
+        fn runs(&self) -> usize {
+            self.runs.load(Ordering::SeqCst)
+        }
     }
 
     /// A run held here whose lease ended under a stall of this process (its
@@ -875,26 +910,16 @@ mod tests {
     /// the lease is renewed; the run is not taken over, and runs once.
     #[test]
     fn a_fire_of_a_job_held_live_here_does_not_take_its_run_over() {
-        let dir = tempfile::tempdir().unwrap();
-        let open = Arc::new(AtomicBool::new(false));
-        let opens = Opens(Arc::clone(&open));
-        let (_pool, jobs, runs) = one_run_held(dir.path(), &open);
-        let db = rusqlite::Connection::open(dir.path().join("jobs.db")).unwrap();
-        let fire = read(&db, "next_fire").unwrap();
-        db.execute(
-            "UPDATE chronopool_jobs SET lease_until = 0 WHERE key = 'k'",
-            [],
-        )
-        .unwrap();
-        jobs.shared.fired("k".into(), "work".into(), fire, false);
-        eventually("the lease is renewed", || {
-            read(&db, "lease_until") > Some(0)
-        });
+        let f = Fixture::new("UPDATE chronopool_jobs SET lease_until = 0 WHERE key = 'k'");
+        eventually("the lease is renewed", || f.read("lease_until") > Some(0));
         // Time for a claim that would follow.
         std::thread::sleep(Duration::from_millis(200));
-        let (ran, m) = (runs.load(Ordering::SeqCst), jobs.metrics());
-        drop(opens);
-        assert_eq!((ran, m.lease_expired, m.lost), (1, 0, 0), "{m:?}");
+        let m = f.jobs.metrics();
+        assert_eq!((f.runs(), m.lease_expired, m.lost), (1, 0, 0), "{m:?}");
+        let Fixture {
+            _opens, jobs, runs, ..
+        } = f;
+        drop(_opens);
         eventually("the run is stored", || jobs.metrics().running == 0);
         assert_eq!(runs.load(Ordering::SeqCst), 1);
         assert!(jobs.job("k").unwrap().is_none());
@@ -904,33 +929,23 @@ mod tests {
     /// A run held here, and its row made a new job of the same key, due
     /// (as a cancel and a schedule under the run make it, but with a
     /// sequence number a fresh poll has seen: no poll places it); then its
-    /// fire comes. The run loop
-    /// holds the key live until its renewal finds the fence gone. Expected:
-    /// the new job is claimed once the renewal has found that, not left
-    /// for the next full poll (an hour away).
+    /// fire comes. The run loop holds the key live until its renewal finds
+    /// the fence gone. Expected: the new job is claimed once the renewal
+    /// has found that, not left for the next full poll (an hour away).
     #[test]
     fn a_fire_parked_for_a_run_whose_fence_is_gone_is_claimed() {
-        let dir = tempfile::tempdir().unwrap();
-        let open = Arc::new(AtomicBool::new(false));
-        let opens = Opens(Arc::clone(&open));
-        let (_pool, jobs, runs) = one_run_held(dir.path(), &open);
-        let db = rusqlite::Connection::open(dir.path().join("jobs.db")).unwrap();
-        let fire = read(&db, "next_fire").unwrap();
-        db.execute(
+        let f = Fixture::new(
             "UPDATE chronopool_jobs SET state = 'scheduled', owner = NULL, run = NULL,
                  owner_name = NULL, owner_lock = NULL, lease_until = NULL, seq = 0
              WHERE key = 'k'",
-            [],
-        )
-        .unwrap();
-        jobs.shared.fired("k".into(), "work".into(), fire, false);
+        );
         let give_up = Instant::now() + Duration::from_secs(5);
-        while runs.load(Ordering::SeqCst) < 2 && Instant::now() < give_up {
+        while f.runs() < 2 && Instant::now() < give_up {
             std::thread::sleep(Duration::from_millis(5));
         }
-        let ran = runs.load(Ordering::SeqCst);
-        drop(opens);
-        assert_eq!(ran, 2, "the new job did not run within 5 s");
+        assert_eq!(f.runs(), 2, "the new job did not run within 5 s");
+        let Fixture { _opens, jobs, .. } = f;
+        drop(_opens);
         eventually("both are stored", || jobs.metrics().running == 0);
         let m = jobs.metrics();
         assert_eq!((m.succeeded, m.lost), (1, 1), "{m:?}");
