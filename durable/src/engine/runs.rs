@@ -33,8 +33,8 @@
 //! claim sees it), and the claims that fit. A fire of a job whose run is
 //! held live here (still renewed) is not claimed until a renewal finds
 //! that run's fence gone (see `turn`). A failed exchange is sent again
-//! after a back-off (10 ms, doubling, at most 1 s), all of it if the failure is
-//! transient. Otherwise its claims are dropped (a later poll places those
+//! after a back-off (10 ms, doubling, at most 1 s), all of it if the
+//! failure is transient. Otherwise its claims are dropped (a later poll places those
 //! jobs again), and the loop finds out what the store refuses: renewals
 //! alone first; if they are stored, the store works, and the ends go one
 //! by one; an end refused alone three times while the rest is stored is
@@ -394,9 +394,10 @@ impl RunLoop {
     }
 
     /// One exchange with the store (module doc): in normal turns, the
-    /// ends, renewals and claims waiting, in that order; after a failure the store called
-    /// permanent, first renewals alone (does the store work at all?), then
-    /// the ends one by one (is one of them what it refuses?).
+    /// ends, renewals and claims waiting, in that order; after a failure
+    /// the store called permanent, first renewals alone (does the store
+    /// work at all?), then the ends one by one (is one of them what it
+    /// refuses?).
     fn turn(&mut self) {
         // The leases this turn sends run from here: the next renewal is due
         // a third of a lease from here, not from the exchange's end, so
