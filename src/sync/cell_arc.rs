@@ -47,8 +47,9 @@ use super::{fence, AtomicU32, Ordering};
 ///
 /// The counts are 32 bits each, 8 bytes together where two `usize`s were
 /// 16: an alarm's block is 40 bytes (a 48-byte chunk of the allocator
-/// where it was 64), a scheduled task's 56 (a 64-byte chunk, with the
-/// cell's untagged slot: `task/cell.rs`). More than [`MAX_REFS`]
+/// where it was 64), a scheduled task's 40 (a 48-byte chunk, with the
+/// cell's untagged slot, `task/cell.rs`, and its two-word header,
+/// `task/state.rs`). More than [`MAX_REFS`]
 /// references to one cell would take 2^31 handles; the count aborts there
 /// (std's `Arc` aborts at `isize::MAX`, the same limit on 32-bit targets).
 #[repr(C)]

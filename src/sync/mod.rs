@@ -27,7 +27,7 @@ pub(crate) mod ring;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{
-    fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
@@ -35,7 +35,7 @@ pub(crate) use std::sync::Arc;
 #[cfg(loom)]
 pub(crate) use self::loom_atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize};
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, Ordering};
+pub(crate) use loom::sync::atomic::{fence, AtomicPtr, Ordering};
 #[cfg(loom)]
 pub(crate) use loom::sync::Arc;
 

@@ -82,7 +82,7 @@ use crate::sync::Mutex;
 /// bytes is one of malloc's chunks of 8k + 16 rounded to 16 with it, of 16
 /// more with a step of 16 (measured when a scheduled task's cell was 72
 /// bytes: `cancel`'s bytes per pending went from 123 to 132 with 16; it is
-/// 56 since issue 35, a 64-byte chunk either way).
+/// 40 since issue 35, a 48-byte chunk either way).
 const GRANULE: usize = 8;
 /// The alignment of every recycled block (and the most a recycled layout
 /// may ask for).

@@ -10,16 +10,16 @@
 //! takes it; otherwise nothing). An `enum` would add a tag word wherever
 //! the closure and the output leave no niche for it, as for a closure that
 //! captures nothing and returns `()`: its slot is 8 bytes (the output's
-//! panic payload, one pointer) where the enum's was 16, so a scheduled
-//! task's cell is 48 bytes, a 56-byte block with the counts and a 64-byte
-//! chunk of glibc's malloc where it was an 80-byte one
-//! (`benches/README.md`, `pending_bytes`).
+//! panic payload, one pointer) where the enum's was 16: 8 bytes less per
+//! cell, which took a scheduled task's cell from an 80-byte chunk of
+//! glibc's malloc to a 64-byte one (a 48-byte one since the header is two
+//! words: `state.rs`; `benches/README.md`, `pending_bytes`).
 //!
 //! * The closure is read out (moved) once, by the winner of
 //!   `leave_scheduled`, the one that moves the lifecycle out of SCHEDULED.
 //! * The output is written once, by the run, before it publishes COMPLETE;
 //!   it is read out once, by the handle ([`Joinable::take_output`]), which
-//!   marks it taken in the header ([`Header::set_taken`]).
+//!   marks it taken in the state word ([`Header::set_taken`]).
 //! * The cell's destructor drops what the slot still holds: the closure if
 //!   the lifecycle is still SCHEDULED (a cell dropped before it was
 //!   queued, or a queue dropped with it cancelled it: then nothing), the

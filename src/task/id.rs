@@ -1,12 +1,13 @@
 //! [`TaskId`]: the number that tells one task from another, and
-//! [`IdSlot`], the word of a task's header that holds it.
+//! [`IdSlot`], the word of a task's extras that holds it.
 //!
 //! A task gets its id the first time anyone asks for it (its handle's
 //! `id()` or `Debug`, the task itself through `chronopool::task_id()`, a
 //! panic it reports), not when it is submitted: submitting stays as cheap
-//! as it was, and a task nobody looks at never draws one. The slot is 32
-//! bits so that it fits in the header's padding beside the waiter lock (a
-//! wider one would grow every task cell by a malloc size class).
+//! as it was, and a task nobody looks at never draws one. The slot lives in
+//! the task's extras, made on the same first ask (`state.rs`), not in its
+//! header: a task nobody looks at has a cell 16 bytes smaller. It is 32
+//! bits so that it fits beside the waiter's lock byte in the extras.
 //!
 //! Ids are drawn from a process-wide counter in blocks of [`BLOCK`] per
 //! thread, so that drawing one touches no shared cache line but once per
@@ -100,7 +101,7 @@ fn draw() -> NonZeroU32 {
     })
 }
 
-/// The id word of a task's header (module doc).
+/// The id word of a task's extras (module doc).
 #[derive(Debug, Default)]
 pub(crate) struct IdSlot(AtomicU32);
 

@@ -25,9 +25,34 @@
 //!                        with SCHEDULED it cancels the task; with RUNNING
 //!                        it sets CANCEL_REQUESTED too (the run is asked to
 //!                        stop) and settles the task for its handle at once
-//!  bits 6-:  PLACEMENT   (recurring tasks) the generation of the timer
+//!  bit 6:    RETURNED    the handle returned the result as a `Future`
+//!  bit 7:    TAKEN       the handle took a one-shot task's output
+//!  bits 8-:  PLACEMENT   (recurring tasks) the generation of the timer
 //!                        entry the task waits on
 //! ```
+//!
+//! RETURNED and TAKEN are written only by the unique handle, once the task
+//! is settled; they are bits of the word, not bytes of their own, so that
+//! the header is two words (below).
+//!
+//! # Two words: the state, and what only a waiter or an id needs
+//!
+//! The header is the state word and a pointer to the task's [`Extras`]:
+//! its id, and the waiter slot with its lock. A task that nobody waits
+//! for and whose id nobody asks for (a detached timer, a cancelled one,
+//! most of a burst of timers) never makes them, and its cell is 16 bytes
+//! smaller than with them inline: a scheduled task's cell is a 40-byte
+//! block, a 48-byte chunk of glibc's malloc, where it was a 56-byte block
+//! in a 64-byte chunk (`benches/README.md`, `pending_bytes`). Whoever
+//! first needs them (a handle that waits, `id()`, a panic's report, a
+//! tracing span) makes them and publishes them with a compare-and-swap
+//! from null (`Release`; readers load with `Acquire`); a loser frees its
+//! own and uses the winner's. They live until the cell is dropped.
+//!
+//! A finisher reads the waiter slot only after its read-modify-write of
+//! the state saw WAITER, which the waiter set after it had made the
+//! extras (ground rules, below): that RMW synchronises with the waiter's,
+//! so the finisher sees the pointer. Without WAITER nobody needs them.
 //!
 //! CANCEL_REQUESTED on a running one-shot task (a `cancel()` that came too
 //! late, a time-out) changes nothing of its lifecycle: it is what
@@ -80,10 +105,13 @@
 //!   [`PendingTask`](crate::PendingTask) the caller discards) cancels its
 //!   task, so no handle ever waits for a task that can no longer run.
 
+use std::alloc::Layout;
+use std::ptr::{self, NonNull};
 use std::task::Waker;
 
 use crate::sync::cell::UnsafeCell;
-use crate::sync::{AtomicBool, AtomicUsize, CellArc, Mutex, Ordering, StdArc};
+use crate::sync::recycle;
+use crate::sync::{AtomicPtr, AtomicUsize, CellArc, Mutex, Ordering, StdArc};
 use crate::time::Nanos;
 
 use super::context::TaskContext;
@@ -103,11 +131,18 @@ const CANCEL_REQUESTED: usize = 0b1000;
 const RESCHEDULE_REQUESTED: usize = 0b1_0000;
 /// A task with a time-out timed out (module doc).
 const TIMED_OUT: usize = 0b10_0000;
+/// The handle returned the result as a `Future` (only the unique handle
+/// sets it: it orders nothing).
+const RETURNED: usize = 0b100_0000;
+/// The handle took a [`TaskCell`](super::TaskCell)'s output out of its
+/// slot (only the unique handle sets it; the cell's destructor reads it
+/// after the last reference's `Acquire` fence).
+const TAKEN: usize = 0b1000_0000;
 /// Where the placement generation starts in the state word.
-const PLACEMENT_SHIFT: u32 = 6;
+const PLACEMENT_SHIFT: u32 = 8;
 /// The placement generations that fit in the word (they wrap: a stale
-/// entry would have to outlive 2^27 placements of its task, on a 32-bit
-/// target, to be taken for the current one).
+/// entry would have to outlive 2^24 placements of its task, on a 32-bit
+/// target, 2^56 on a 64-bit one, to be taken for the current one).
 pub(crate) const PLACEMENTS: usize = usize::MAX >> PLACEMENT_SHIFT;
 
 /// What [`Header::try_reset`] did.
@@ -241,40 +276,70 @@ pub(crate) unsafe fn cancellable_as<T, C: Joinable<T> + 'static>(
 }
 
 /// The part of a task cell that does not depend on its closure or output
-/// type: the state word, the waiter slot, and the task's id.
+/// type: the state word, and the task's [`Extras`] once made (module doc).
 ///
-/// The waiter's lock is a separate one-byte `Mutex<()>` beside the slot,
-/// not a `Mutex<Option<Waker>>`: the id word, the lock byte, the handle's
-/// `returned` flag and the `taken` byte then fill what was the padding of
-/// the lock, and the header stays 32 bytes. `repr(C)`: the state word first, where a
-/// cancel or a run reads it, in the cache line of the cell's reference
-/// counts; the waiter, touched only by a waiting handle, last.
+/// `repr(C)`: the state word first, where a cancel or a run reads it, in
+/// the cache line of the cell's reference counts.
 #[repr(C)]
 pub(crate) struct Header {
     state: AtomicUsize,
+    /// Null until someone needs the extras; then theirs, until the header
+    /// is dropped (module doc).
+    extras: AtomicPtr<Extras>,
+}
+
+/// What only a waiter or a reader of the task's id needs (module doc):
+/// made on first use, in a block of the crate's recycling.
+pub(crate) struct Extras {
     id: IdSlot,
     /// Guards `waiter`.
     waiter_lock: Mutex<()>,
-    /// The handle returned the result as a `Future` (only the unique
-    /// handle reads and writes it: it orders nothing).
-    returned: AtomicBool,
-    /// The handle took a [`TaskCell`](super::TaskCell)'s output out of its
-    /// slot: written only by the unique handle, read by it and by the
-    /// cell's destructor, after the last reference's `Acquire` fence (a
-    /// byte of what would be padding).
-    taken: UnsafeCell<bool>,
     waiter: UnsafeCell<Option<Waker>>,
+}
+
+impl Default for Extras {
+    fn default() -> Self {
+        Extras {
+            id: IdSlot::default(),
+            waiter_lock: Mutex::new(()),
+            waiter: UnsafeCell::new(None),
+        }
+    }
+}
+
+impl Extras {
+    /// Runs `f` on the waiter slot, under its lock.
+    fn with_waiter<R>(&self, f: impl FnOnce(&mut Option<Waker>) -> R) -> R {
+        let _locked = self.waiter_lock.lock();
+        // SAFETY: the slot is only reached here, under the lock held for
+        // the whole call: no other reference to it exists meanwhile.
+        self.waiter.with_mut(|slot| f(unsafe { &mut *slot }))
+    }
 }
 
 impl Default for Header {
     fn default() -> Self {
         Header {
             state: AtomicUsize::new(SCHEDULED),
-            id: IdSlot::default(),
-            waiter_lock: Mutex::new(()),
-            returned: AtomicBool::new(false),
-            taken: UnsafeCell::new(false),
-            waiter: UnsafeCell::new(None),
+            extras: AtomicPtr::new(ptr::null_mut()),
+        }
+    }
+}
+
+impl Drop for Header {
+    fn drop(&mut self) {
+        // `Relaxed`: whoever drops the header holds the cell alone, after
+        // the last reference's `Acquire` fence, which orders the
+        // publication before it.
+        if let Some(extras) = NonNull::new(self.extras.load(Ordering::Relaxed)) {
+            // SAFETY: published by `extras`, from `recycle::alloc` with
+            // this layout and initialised; nobody else can reach it now. A
+            // waker still in the slot is dropped with it, as it was when
+            // the slot was inline.
+            unsafe {
+                ptr::drop_in_place(extras.as_ptr());
+                recycle::dealloc(extras.cast(), Layout::new::<Extras>());
+            }
         }
     }
 }
@@ -288,14 +353,60 @@ impl std::fmt::Debug for Header {
 }
 
 // SAFETY: `waiter` is only touched under `waiter_lock` (`with_waiter`);
-// a `Waker` is `Send + Sync`. `taken` is written by the unique handle
-// and read by it or by the cell's last owner (field doc).
-unsafe impl Sync for Header {}
+// a `Waker` is `Send + Sync`. The extras are reached through `&Header`
+// only after their publication (module doc) and freed only by the
+// header's drop.
+unsafe impl Sync for Extras {}
 
 impl Header {
+    /// The task's extras, made now if nobody needed them before (module
+    /// doc).
+    fn extras(&self) -> &Extras {
+        match self.made_extras() {
+            Some(extras) => extras,
+            None => self.make_extras(),
+        }
+    }
+
+    /// The task's extras, if someone made them.
+    fn made_extras(&self) -> Option<&Extras> {
+        // SAFETY: a non-null pointer was published with `Release` by
+        // `make_extras`, initialised, and lives as long as `self`.
+        NonNull::new(self.extras.load(Ordering::Acquire)).map(|extras| unsafe { extras.as_ref() })
+    }
+
+    /// Makes the extras and publishes them, or takes those another thread
+    /// published first.
+    #[cold]
+    fn make_extras(&self) -> &Extras {
+        let layout = Layout::new::<Extras>();
+        let fresh = recycle::alloc(layout).cast::<Extras>();
+        // SAFETY: a fresh block of `Extras`' layout, owned by nobody else.
+        unsafe { fresh.as_ptr().write(Extras::default()) };
+        match self.extras.compare_exchange(
+            ptr::null_mut(),
+            fresh.as_ptr(),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // SAFETY: published: it lives until the header's drop.
+            Ok(_) => unsafe { fresh.as_ref() },
+            Err(winner) => {
+                // SAFETY: ours was never published: drop and free it (an
+                // empty slot and an undrawn id: no user code runs). The
+                // winner's is initialised and lives as long as `self`.
+                unsafe {
+                    ptr::drop_in_place(fresh.as_ptr());
+                    recycle::dealloc(fresh.cast(), layout);
+                    &*winner
+                }
+            }
+        }
+    }
+
     /// The task's id (drawn the first time it is asked for: `id.rs`).
     pub(crate) fn id(&self) -> TaskId {
-        self.id.get()
+        self.extras().id.get()
     }
 
     /// The id of this task and `name`, its name.
@@ -305,40 +416,28 @@ impl Header {
 
     /// Marks the result as returned by the handle, polled as a `Future`.
     pub(crate) fn set_returned(&self) {
-        self.returned.store(true, Ordering::Relaxed);
+        self.state.fetch_or(RETURNED, Ordering::Relaxed);
     }
 
     /// True once the handle returned the result as a `Future`.
     pub(crate) fn is_returned(&self) -> bool {
-        self.returned.load(Ordering::Relaxed)
+        self.state.load(Ordering::Relaxed) & RETURNED != 0
     }
 
     /// Marks the output taken (only the unique handle calls it).
     pub(crate) fn set_taken(&self) {
-        // SAFETY: only the unique handle writes it, and nobody reads it
-        // meanwhile: the handle itself, or the cell's destructor once the
-        // handle's reference is gone (field doc).
-        self.taken.with_mut(|taken| unsafe { *taken = true });
+        self.state.fetch_or(TAKEN, Ordering::Relaxed);
     }
 
     /// True once the handle took the output (the handle's own check, or
-    /// the cell's destructor).
+    /// the cell's destructor, after the last reference's `Acquire` fence).
     pub(crate) fn is_taken(&self) -> bool {
-        // SAFETY: as for `set_taken`: no write is concurrent with a read.
-        self.taken.with_mut(|taken| unsafe { *taken })
+        self.state.load(Ordering::Relaxed) & TAKEN != 0
     }
 
     /// The lifecycle bits of the state (`Acquire`).
     pub(crate) fn lifecycle(&self) -> usize {
         self.state.load(Ordering::Acquire) & LIFECYCLE
-    }
-
-    /// Runs `f` on the waiter slot, under its lock.
-    fn with_waiter<R>(&self, f: impl FnOnce(&mut Option<Waker>) -> R) -> R {
-        let _locked = self.waiter_lock.lock();
-        // SAFETY: the slot is only reached here, under the lock held for
-        // the whole call: no other reference to it exists meanwhile.
-        self.waiter.with_mut(|slot| f(unsafe { &mut *slot }))
     }
 
     /// Moves the lifecycle from SCHEDULED to `to`, returning the state it
@@ -371,9 +470,10 @@ impl Header {
         }
     }
 
-    /// Takes the registered waker out (the caller wakes it).
+    /// Takes the registered waker out (the caller wakes it). Nothing if
+    /// nobody ever registered: the extras are not made for it.
     pub(crate) fn take_waiter(&self) -> Option<Waker> {
-        self.with_waiter(Option::take)
+        self.made_extras()?.with_waiter(Option::take)
     }
 
     /// Claims a recurring task for the timer entry of placement
@@ -420,7 +520,7 @@ impl Header {
                 } else {
                     outcome = Reset::Done;
                     let placement = (placement & PLACEMENTS) << PLACEMENT_SHIFT;
-                    Some((s & WAITER) | SCHEDULED | placement)
+                    Some((s & (WAITER | RETURNED | TAKEN)) | SCHEDULED | placement)
                 }
             });
         outcome
@@ -548,7 +648,7 @@ impl Header {
     /// the caller to drop (user code: see the module doc), after the
     /// protocol's steps are done.
     pub(crate) fn register(&self, waker: &Waker) -> Registration {
-        let replaced = self.with_waiter(|slot| {
+        let replaced = self.extras().with_waiter(|slot| {
             if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
                 None
             } else {
@@ -587,14 +687,130 @@ pub(crate) struct Registration {
 mod tests {
     use super::*;
 
-    /// The id word, the waiter's lock byte, the `returned` flag and the
-    /// `taken` byte share what would be the padding of a
-    /// `Mutex<Option<Waker>>`: 8 (state) + 4 (id) + 1 (lock) + 1 (flag) + 1
-    /// (taken) + 16 (waker) fit in 32 bytes, as the header without an id
-    /// did.
+    /// The state word and the extras' pointer: 16 bytes, where the id, the
+    /// waiter's lock, two flags and the waker inline made 32 (module doc).
     #[test]
     #[cfg(target_pointer_width = "64")]
-    fn the_header_stays_32_bytes() {
-        assert_eq!(std::mem::size_of::<Header>(), 32);
+    fn the_header_is_two_words() {
+        assert_eq!(std::mem::size_of::<Header>(), 16);
+        assert_eq!(std::mem::size_of::<Extras>(), 24);
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod extras_tests {
+    use super::*;
+    use std::task::Wake;
+
+    /// A waker whose clones are counted by its `Arc`.
+    struct Noop;
+    impl Wake for Noop {
+        fn wake(self: StdArc<Self>) {}
+    }
+
+    #[test]
+    fn the_extras_are_made_on_first_need_and_freed_with_the_header() {
+        let header = Header::default();
+        // A task's life without a waiter or an id: nothing made.
+        assert!(header.leave_scheduled(RUNNING).is_some());
+        assert!(header.complete().is_none());
+        assert!(header.take_waiter().is_none());
+        header.set_returned();
+        header.set_taken();
+        assert!(header.is_returned() && header.is_taken() && header.is_final());
+        assert!(header.made_extras().is_none(), "nothing needed them");
+        drop(header);
+
+        let waker = StdArc::new(Noop);
+        let header = Header::default();
+        let id = header.id();
+        assert!(header.made_extras().is_some());
+        let registration = header.register(&Waker::from(StdArc::clone(&waker)));
+        assert!(registration.registered);
+        assert_eq!(header.id(), id, "the same extras");
+        assert_eq!(StdArc::strong_count(&waker), 2, "the slot holds a clone");
+        // Dropped with a waker still in the slot: the extras drop it.
+        drop(header);
+        assert_eq!(StdArc::strong_count(&waker), 1, "the extras were dropped");
+    }
+
+    #[test]
+    fn a_reset_keeps_the_handles_bits() {
+        let header = Header::default();
+        header.set_returned();
+        header.set_taken();
+        assert!(header.leave_scheduled_at(0));
+        assert_eq!(header.try_reset(5), Reset::Done);
+        assert_eq!(header.placement(), 5);
+        assert!(header.is_returned() && header.is_taken());
+        assert_eq!(header.lifecycle(), SCHEDULED);
+    }
+
+    #[test]
+    fn threads_that_need_the_extras_at_once_share_one() {
+        for _ in 0..200 {
+            let header = Header::default();
+            let waker = StdArc::new(Noop);
+            let ids: Vec<TaskId> = std::thread::scope(|s| {
+                let asking: Vec<_> = (0..3).map(|_| s.spawn(|| header.id())).collect();
+                let registered = header.register(&Waker::from(StdArc::clone(&waker)));
+                assert!(registered.registered);
+                asking.into_iter().map(|t| t.join().unwrap()).collect()
+            });
+            assert!(ids.iter().all(|&id| id == header.id()), "one id: {ids:?}");
+            assert_eq!(StdArc::strong_count(&waker), 2);
+            drop(header);
+            assert_eq!(StdArc::strong_count(&waker), 1);
+        }
+    }
+}
+
+/// The extras' publication under loom: a reader of the id and a waiter
+/// that make them at once share one block (loom's allocator fails the
+/// model on the loser's block if it leaks, or on the winner's if the
+/// header's drop does not free it), and a finisher that saw WAITER finds
+/// the waker the waiter stored.
+#[cfg(all(test, loom))]
+mod loom_model {
+    use super::*;
+    use crate::sync::{thread, Arc};
+    use std::task::Wake;
+
+    struct Woken(std::sync::atomic::AtomicBool);
+    impl Wake for Woken {
+        fn wake(self: StdArc<Self>) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn racing_first_needs_and_a_finisher() {
+        crate::loom_model::support::model("state::racing_first_needs_and_a_finisher", || {
+            let header = Arc::new(Header::default());
+            assert!(header.leave_scheduled(RUNNING).is_some());
+            let woken = StdArc::new(Woken(std::sync::atomic::AtomicBool::new(false)));
+            let asker = {
+                let header = Arc::clone(&header);
+                thread::spawn(move || header.id())
+            };
+            let finisher = {
+                let header = Arc::clone(&header);
+                thread::spawn(move || {
+                    if let Some(waker) = header.complete() {
+                        waker.wake();
+                    }
+                })
+            };
+            let registration = header.register(&Waker::from(StdArc::clone(&woken)));
+            let id = asker.join().unwrap();
+            finisher.join().unwrap();
+            assert_eq!(header.id(), id);
+            // Registered before the finish: the finisher woke it. After:
+            // the register saw the final state.
+            assert!(
+                !registration.registered || woken.0.load(std::sync::atomic::Ordering::SeqCst),
+                "a registered waiter was not woken"
+            );
+        });
     }
 }
