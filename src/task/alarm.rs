@@ -18,8 +18,9 @@
 //! A task's waiter slot sits behind a lock (in its extras, made on first
 //! use), since a task's waker is registered by its handle and taken by
 //! whichever of a worker, a canceller or the timer ends it, and a task
-//! carries an id and flags an alarm never uses. An alarm has one waiter, its future, which is
-//! also the only one to poll it: the slot needs no lock, only an owner at
+//! carries an id and flags an alarm never uses. An alarm has one waiter,
+//! its future, which is also the only one to poll it: the slot needs no
+//! lock, only an owner at
 //! every moment, which the WAITER bit names (tokio's join waker protocol).
 //! The alarm is 32 bytes where it was 40, and with its counts a 40-byte
 //! block, a 48-byte chunk of the allocator where it was 64: a million

@@ -71,7 +71,7 @@ pub(crate) struct TaskCell<F, T, L = ()> {
 unsafe impl<F: Send, T: Send, L: Sync> Sync for TaskCell<F, T, L> {}
 
 impl<F, T, L: Label> TaskCell<F, T, L> {
-    /// The state word and waiter slot.
+    /// The state word and the extras (id, waiter slot).
     pub(crate) fn header(&self) -> &Header {
         &self.header
     }

@@ -3,7 +3,8 @@
 //! task cell (`cell.rs`, `scheduled.rs`, `recurring.rs`) follows.
 //!
 //! A submitted closure lives in a [`TaskCell`] together with one atomic
-//! state word and a slot for the waker of whoever waits for it; the closure
+//! state word and, once someone waits for it, a slot for their waker (in
+//! the task's extras, below); the closure
 //! and, once it ran, its output share one slot (the *stage*: a task never
 //! holds both). The queues hold a reference to the cell in a
 //! [`Job`](crate::job::Job); the [`TaskHandle`](crate::TaskHandle) holds
@@ -106,6 +107,7 @@
 //!   task, so no handle ever waits for a task that can no longer run.
 
 use std::alloc::Layout;
+use std::marker::PhantomData;
 use std::ptr::{self, NonNull};
 use std::task::Waker;
 
@@ -206,7 +208,7 @@ pub(crate) enum PeriodicCancel {
 /// A task cell as a handle sees it whatever its output: something to
 /// cancel and to look at.
 pub(crate) trait Cancellable: Send + Sync {
-    /// The state word and waiter slot.
+    /// The state word and the extras (id, waiter slot).
     fn header(&self) -> &Header;
 
     /// Cancels the task if it is still scheduled (true iff this call did),
@@ -286,6 +288,9 @@ pub(crate) struct Header {
     /// Null until someone needs the extras; then theirs, until the header
     /// is dropped (module doc).
     extras: AtomicPtr<Extras>,
+    /// The header owns its extras: it is `Send` and `Sync` only as far as
+    /// they are (an `AtomicPtr` alone would be whatever they hold).
+    owns: PhantomData<Box<Extras>>,
 }
 
 /// What only a waiter or a reader of the task's id needs (module doc):
@@ -322,6 +327,7 @@ impl Default for Header {
         Header {
             state: AtomicUsize::new(SCHEDULED),
             extras: AtomicPtr::new(ptr::null_mut()),
+            owns: PhantomData,
         }
     }
 }
@@ -332,14 +338,16 @@ impl Drop for Header {
         // the last reference's `Acquire` fence, which orders the
         // publication before it.
         if let Some(extras) = NonNull::new(self.extras.load(Ordering::Relaxed)) {
-            // SAFETY: published by `extras`, from `recycle::alloc` with
-            // this layout and initialised; nobody else can reach it now. A
-            // waker still in the slot is dropped with it, as it was when
-            // the slot was inline.
-            unsafe {
-                ptr::drop_in_place(extras.as_ptr());
-                recycle::dealloc(extras.cast(), Layout::new::<Extras>());
-            }
+            // Moved out, the block freed, then dropped: a waker still in
+            // the slot (user code, dropped here as it was when the slot was
+            // inline) that panics in its drop cannot leak the block.
+            // SAFETY: published by `make_extras`, from `recycle::alloc`
+            // with this layout and initialised; nobody else can reach it
+            // now, and it is read out once.
+            let owned = unsafe { extras.as_ptr().read() };
+            // SAFETY: as above; the block is not used again.
+            unsafe { recycle::dealloc(extras.cast(), Layout::new::<Extras>()) };
+            drop(owned);
         }
     }
 }
@@ -732,6 +740,19 @@ mod extras_tests {
         // Dropped with a waker still in the slot: the extras drop it.
         drop(header);
         assert_eq!(StdArc::strong_count(&waker), 1, "the extras were dropped");
+    }
+
+    #[test]
+    fn a_registration_on_a_final_task_takes_its_waker_back() {
+        let header = Header::default();
+        assert!(header.leave_scheduled(CANCELLED).is_some());
+        let waker = StdArc::new(Noop);
+        let registration = header.register(&Waker::from(StdArc::clone(&waker)));
+        assert!(!registration.registered);
+        assert!(registration.stale[1].is_some(), "the clone it stored, back");
+        drop(registration);
+        assert_eq!(StdArc::strong_count(&waker), 1, "the slot is empty");
+        assert!(header.take_waiter().is_none());
     }
 
     #[test]
