@@ -756,6 +756,30 @@ mod extras_tests {
     }
 
     #[test]
+    fn a_waker_that_panics_in_its_drop_when_the_header_goes_unwinds_once() {
+        struct Boom;
+        impl Drop for Boom {
+            fn drop(&mut self) {
+                panic!("a waker's drop panicked");
+            }
+        }
+        impl Wake for Boom {
+            fn wake(self: StdArc<Self>) {}
+        }
+        let header = Header::default();
+        let registration = header.register(&Waker::from(StdArc::new(Boom)));
+        assert!(registration.registered);
+        // The slot holds the last reference: the header's drop runs
+        // `Boom::drop`, after the extras' block went back.
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(header)));
+        assert!(unwound.is_err(), "the waker's panic reaches the dropper");
+        // The block is reusable: a fresh header's extras come from it.
+        let again = Header::default();
+        let _ = again.id();
+        assert!(again.made_extras().is_some());
+    }
+
+    #[test]
     fn a_reset_keeps_the_handles_bits() {
         let header = Header::default();
         header.set_returned();
