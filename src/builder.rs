@@ -207,6 +207,12 @@ impl Builder {
     /// producers that outrun expiry (Netty's `maxPendingTimeouts`). Must not
     /// be 0.
     ///
+    /// The limit counts what waits for its time. A periodic task counts
+    /// while it waits for its next run, not during a run, and its next run
+    /// is always admitted (it was when the task was scheduled): the count
+    /// can pass the limit by the periodic tasks that were running when it
+    /// was reached.
+    ///
     /// ```
     /// use chronopool::{ScheduledExecutor, SubmitErrorKind};
     /// use std::time::Duration;
