@@ -407,6 +407,12 @@ impl<T> DelayQueue<T> for HashedWheel<T> {
         self.tick
     }
 
+    fn peek_next(&self) -> Option<&T> {
+        let (due, pos) = self.earliest()?;
+        self.slab
+            .get(self.buckets[self.bucket_of(due)].all()[pos].slot)
+    }
+
     fn next_due(&self) -> Option<Nanos> {
         self.earliest().map(|(due, _)| self.start_of(due))
     }

@@ -252,6 +252,10 @@ impl<T> DelayQueue<T> for Heap<T> {
         Some(self.pop_first())
     }
 
+    fn peek_next(&self) -> Option<&T> {
+        self.values.first()
+    }
+
     fn next_due(&self) -> Option<Nanos> {
         self.heap.first().map(|item| item.deadline)
     }

@@ -431,6 +431,14 @@ impl<T> DelayQueue<T> for HierarchicalWheel<T> {
         self.tick
     }
 
+    fn peek_next(&self) -> Option<&T> {
+        match self.first_occupied()? {
+            (0, slot) => self.slab.get(self.slots[slot].pending().first()?.slot),
+            // A cascade decides which comes first.
+            _ => None,
+        }
+    }
+
     fn next_due(&self) -> Option<Nanos> {
         let (level, slot) = self.first_occupied()?;
         let tick = if level == 0 {

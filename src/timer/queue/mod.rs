@@ -47,6 +47,13 @@ pub(crate) trait DelayQueue<T> {
     /// deadline), or `None` if the queue is empty.
     fn next_due(&self) -> Option<Nanos>;
 
+    /// The entry the next [`pop_due`](Self::pop_due) would return once it
+    /// is due, where the backend finds it without moving anything; `None`
+    /// where it would have to (a wheel's cascade) or if empty. A hint: the
+    /// leader asks the CPU to fetch that task's cell while it runs the one
+    /// before (`timer/driver/lead.rs`).
+    fn peek_next(&self) -> Option<&T>;
+
     /// The number of entries.
     fn len(&self) -> usize;
 

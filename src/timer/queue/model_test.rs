@@ -13,6 +13,8 @@
 //!   leaves the others in order;
 //! * `next_due` is never before the earliest deadline, and never later
 //!   than that deadline plus its lateness;
+//! * `peek_next`, where it names an entry, names the one the next pop
+//!   returns, and names none in an empty queue;
 //! * `len` agrees.
 //!
 //! To add a backend: one line in `backends!` at the bottom.
@@ -77,6 +79,8 @@ pub(super) fn random_operations_keep_the_structure_sound<Q: DelayQueue<u64>>(
     // Ids never repeat: a cancel selects one entry.
     let (mut ids, mut next_id) = (Vec::new(), 0u64);
     let mut now = 0u64;
+    // Pops whose entry `peek_next` named before (the test must see some).
+    let mut peeks = 0;
     for _ in 0..5_000 {
         match random(10) {
             0..=3 => {
@@ -100,7 +104,13 @@ pub(super) fn random_operations_keep_the_structure_sound<Q: DelayQueue<u64>>(
                 now += random(1 << scale);
                 let next = q.next_due();
                 let mut popped = 0;
-                while q.pop_due(now).is_some() {
+                loop {
+                    let peeked = q.peek_next().copied();
+                    let Some(v) = q.pop_due(now) else { break };
+                    if let Some(peeked) = peeked {
+                        assert_eq!(peeked, v, "peek_next named another entry");
+                        peeks += 1;
+                    }
                     popped += 1;
                 }
                 if next.is_some_and(|n| n <= now) {
@@ -123,6 +133,10 @@ pub(super) fn random_operations_keep_the_structure_sound<Q: DelayQueue<u64>>(
         }
         check(&q);
     }
+    assert!(
+        peeks > 100,
+        "peek_next named the popped entry only {peeks} times"
+    );
 }
 
 #[derive(Clone, Debug)]
@@ -207,7 +221,12 @@ fn check<Q: DelayQueue<u64>>(mut queue: Q, ops: &[Op]) -> Result<(), TestCaseErr
             Op::Advance { by } => {
                 now = now.saturating_add(by);
                 let mut popped: Vec<u64> = Vec::new();
-                while let Some(id) = queue.pop_due(now) {
+                loop {
+                    let peeked = queue.peek_next().copied();
+                    let Some(id) = queue.pop_due(now) else { break };
+                    if let Some(peeked) = peeked {
+                        prop_assert_eq!(peeked, id, "peek_next named another entry");
+                    }
                     popped.push(id);
                 }
                 check_popped(&popped, &mut live, now)?;
@@ -249,6 +268,7 @@ fn check<Q: DelayQueue<u64>>(mut queue: Q, ops: &[Op]) -> Result<(), TestCaseErr
             );
         } else {
             prop_assert_eq!(queue.next_due(), None);
+            prop_assert_eq!(queue.peek_next(), None);
         }
     }
     Ok(())

@@ -141,8 +141,8 @@ impl<E> Slab<E> {
         }
     }
 
-    /// The entry in `slot`, if it is occupied (the tests').
-    #[cfg(all(test, not(loom)))]
+    /// The entry in `slot`, if it is occupied.
+    #[inline]
     pub(crate) fn get(&self, slot: u32) -> Option<&E> {
         match self.slots.get(slot as usize)? {
             SlabSlot::Occupied(entry) => Some(entry),
