@@ -59,6 +59,7 @@ pub(crate) mod job_count;
 pub(crate) mod lateness;
 pub(crate) mod lifecycle;
 pub(crate) mod metrics;
+pub(crate) mod pace;
 pub(crate) mod stats;
 pub(crate) mod submit_error;
 pub(crate) mod worker;

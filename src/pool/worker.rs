@@ -14,9 +14,10 @@ use crate::sync::parker;
 use crate::sync::{Arc, Backoff, StdArc};
 use crate::task::{Header, Job, RunOutcome, TaskContext};
 use crate::time::Nanos;
-use crate::timer::driver::lead::{lead_turn, LeadTurn, Share};
+use crate::timer::driver::lead::{lead_turn, LeadTurn};
 use crate::timer::driver::waiting::{Wait, Waiting};
 
+use super::pace::Pace;
 use super::Pool;
 
 /// What a worker thread knows about itself.
@@ -27,24 +28,13 @@ pub(crate) struct WorkerContext {
     /// How this worker waits for a deadline while it leads (the timer
     /// thread's policy: `timer/driver/waiting.rs`).
     waiting: RefCell<Waiting>,
-    /// The last batch of due tasks it took while leading (when, how many),
-    /// until its next turn measures how long they took.
-    last_batch: Cell<Option<(Nanos, usize)>>,
-    /// Whether the due tasks it took last ran long enough to share
-    /// (`SHARE_AFTER`).
-    heavy: Cell<bool>,
+    /// How long the due tasks it took while leading ran: whether its turns
+    /// share them.
+    pace: Pace,
     /// While it leads: the next deadline its last turn saw (0: it took due
     /// tasks, look again; `Nanos::MAX`: none, or it does not lead).
     lead_next: Cell<Nanos>,
 }
-
-/// A leading worker takes all the due tasks of a turn (runs the first,
-/// hands the others to the injector and wakes an idle worker to share
-/// them) if those it took last ran this long each (on average, with
-/// whatever else it ran meanwhile); shorter, it takes one at a time and
-/// runs it: a wake-up and a steal cost more than running them in turn
-/// (see `timer/driver/lead.rs`).
-const SHARE_AFTER: Nanos = 20_000;
 
 /// What a leading worker's turn gave it (`WorkerContext::turn`).
 enum Turned {
@@ -117,8 +107,7 @@ pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
         index,
         local,
         waiting,
-        last_batch: Cell::new(None),
-        heavy: Cell::new(true),
+        pace: Pace::new(),
         lead_next: Cell::new(Nanos::MAX),
     };
     {
@@ -286,15 +275,11 @@ impl WorkerContext {
 
     /// One turn of the timer as its leader (again while the turn says so):
     /// the first due task is the caller's to run; the others of the turn,
-    /// if it shares them (`SHARE_AFTER`, or late ones: `lead`), go on the
+    /// if it shares them (long ones: `pace`; late ones: `lead`), go on the
     /// injector for the other workers, in deadline order, and one is woken.
     fn turn(&self) -> Turned {
         let pool = &*self.pool;
-        let share = if self.heavy.get() {
-            Share::All
-        } else {
-            Share::One
-        };
+        let share = self.pace.share();
         let mut first = None;
         let mut take = |job| {
             if first.is_none() {
@@ -314,13 +299,10 @@ impl WorkerContext {
             self.lead_next.set(Nanos::MAX);
             return Turned::Follow;
         }
-        if let Some((taken_at, n)) = self.last_batch.take() {
-            self.heavy
-                .set(at.saturating_sub(taken_at) >= SHARE_AFTER.saturating_mul(n as u64));
-        }
+        self.pace.turned(at);
         match turn {
             LeadTurn::Took(n) => {
-                self.last_batch.set(Some((at, n)));
+                self.pace.took(at, n);
                 // Look again before other work.
                 self.lead_next.set(0);
                 if n >= 2 {

@@ -43,7 +43,8 @@
 //!   none is woken or drawn into stealing them. It takes every due task of
 //!   a turn (into its deque, waking an idle worker to share them) when the
 //!   first is late by [`SHARE_IF_LATE`] (it does not keep up alone) or
-//!   when the tasks it took last ran long (the pool's `SHARE_AFTER`).
+//!   when the tasks it took ran long in a few batches in a row (one slow
+//!   batch may be a preemption: `pool/pace.rs`).
 //! * **The next cell, fetched ahead.** When a turn takes one task, it asks
 //!   the CPU to fetch the cell of the task after it
 //!   ([`DelayQueue::peek_next`](crate::timer::queue::DelayQueue::peek_next),
