@@ -770,3 +770,181 @@ impl fmt::Debug for ScheduledExecutor {
             .finish()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::time::{Duration, Instant};
+
+    use crate::pool::worker;
+    use crate::{Builder, TimerQueue};
+
+    /// A gate for a blocked task, and the stop of a feeder.
+    type Gate = Arc<(Mutex<bool>, Condvar)>;
+
+    /// Opens the gate and stops the feeder when dropped, however the test
+    /// ends, so that the pool's threads end.
+    struct Release(Gate, Arc<AtomicBool>);
+
+    impl Drop for Release {
+        fn drop(&mut self) {
+            self.1.store(true, Ordering::Relaxed);
+            *self.0 .0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            self.0 .1.notify_all();
+        }
+    }
+
+    /// A task that waits on `gate` (opened by a [`Release`]).
+    fn blocker(gate: &Gate) -> impl FnOnce() + Send + 'static {
+        let gate = Arc::clone(gate);
+        move || {
+            let mut open = gate.0.lock().unwrap();
+            while !*open {
+                open = gate.1.wait(open).unwrap();
+            }
+        }
+    }
+
+    /// True once `cond` holds, polled for up to 10 s.
+    fn eventually(cond: impl Fn() -> bool) -> bool {
+        let end = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < end {
+            if cond() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        cond()
+    }
+
+    fn queues() -> [TimerQueue; 3] {
+        [
+            TimerQueue::heap(),
+            TimerQueue::hashed_wheel(),
+            TimerQueue::hierarchical_wheel(),
+        ]
+    }
+
+    /// Re-submits itself from its worker until `stop`: that worker's own
+    /// deque always holds the next link, so it is never idle.
+    fn chain(stop: Arc<AtomicBool>, links: Arc<AtomicUsize>) {
+        links.fetch_add(1, Ordering::Relaxed);
+        if !stop.load(Ordering::Relaxed) {
+            let (s, l) = (Arc::clone(&stop), Arc::clone(&links));
+            crate::execute(move || chain(s, l)).expect("the pool runs");
+        }
+    }
+
+    /// The timer thread takes the lead from a leader stuck in a long task;
+    /// the other worker, kept busy by a chain of jobs (never idle), takes
+    /// it back as it takes its next job, so the timer thread does not lead
+    /// for good (`timer/driver/lead.rs`).
+    ///
+    /// No timer is asked to fire here: a worker whose own deque never
+    /// empties does not look at the injector, where the timer thread hands
+    /// due tasks over while it leads (the pool's fairness, not the lead's).
+    #[test]
+    fn a_busy_worker_takes_the_lead_back_from_the_timer_thread() {
+        for queue in queues() {
+            let pool = Builder::new()
+                .worker_threads(2)
+                .timer_queue(queue)
+                .build()
+                .unwrap();
+            let timer = &pool.pool().timer;
+            assert!(eventually(|| timer.worker_leads()), "{queue:?}");
+            let gate = Gate::default();
+            let stop = Arc::new(AtomicBool::new(false));
+            let release = Release(Arc::clone(&gate), Arc::clone(&stop));
+            // The leader takes the blocking task when it falls due.
+            let entered = Arc::new(AtomicUsize::new(usize::MAX));
+            let (e, block) = (Arc::clone(&entered), blocker(&gate));
+            let _blocked = pool
+                .schedule(
+                    move || {
+                        let me = worker::with_current(|w| w.map(|w| w.index));
+                        e.store(me.expect("on a worker"), Ordering::SeqCst);
+                        block();
+                    },
+                    Duration::from_millis(5),
+                )
+                .unwrap();
+            assert!(eventually(|| entered.load(Ordering::SeqCst) != usize::MAX));
+            let stuck = entered.load(Ordering::SeqCst);
+            // The other worker runs the chain.
+            let links = Arc::new(AtomicUsize::new(0));
+            let (s, l) = (Arc::clone(&stop), Arc::clone(&links));
+            pool.execute(move || chain(s, l)).unwrap();
+            assert!(
+                eventually(|| links.load(Ordering::Relaxed) > 1_000),
+                "{queue:?}"
+            );
+            // The watch rescues the stuck leader within about 2 ms; then the
+            // busy worker takes the lead. (Before, the timer thread kept it
+            // until a worker was idle: never, here.)
+            assert!(
+                eventually(|| timer.leader().is_some_and(|w| w != stuck)),
+                "{queue:?}: the busy worker does not lead (lead: {:?})",
+                timer.leader()
+            );
+            drop(release);
+            pool.shutdown();
+            assert!(pool.await_termination(Duration::from_secs(10)), "{queue:?}");
+        }
+    }
+
+    /// A worker that takes the lead back at a job that then blocks is an
+    /// awake leader the timer thread watches: it rescues it and the timers
+    /// go on. (Without `armed` reset, the timer thread slept until the
+    /// deadline it had published, none here, and a time-out never came.)
+    #[test]
+    fn a_worker_that_takes_the_lead_back_and_blocks_is_rescued() {
+        for queue in queues() {
+            let pool = Builder::new()
+                .worker_threads(1)
+                .timer_queue(queue)
+                .build()
+                .unwrap();
+            let timer = &pool.pool().timer;
+            assert!(eventually(|| timer.worker_leads()), "{queue:?}");
+            let (first, second) = (Gate::default(), Gate::default());
+            let stop = Arc::new(AtomicBool::new(false));
+            let release_first = Release(Arc::clone(&first), Arc::clone(&stop));
+            let release_second = Release(Arc::clone(&second), Arc::clone(&stop));
+            // The leader runs the first blocker when it falls due; once it
+            // runs, the timer thread rescues the worker and leads.
+            let entered = Arc::new(AtomicBool::new(false));
+            let (e, block) = (Arc::clone(&entered), blocker(&first));
+            let _due = pool
+                .schedule(
+                    move || {
+                        e.store(true, Ordering::SeqCst);
+                        block();
+                    },
+                    Duration::from_millis(5),
+                )
+                .unwrap();
+            assert!(eventually(|| entered.load(Ordering::SeqCst)), "{queue:?}");
+            assert!(eventually(|| !timer.worker_leads()), "{queue:?}: no rescue");
+            // The second waits in the injector; when the first ends, the
+            // worker takes it from there, and the lead with it, and blocks
+            // again. (It is rescued again a `GRACE` later: too soon to see
+            // it lead here for sure.)
+            pool.execute(blocker(&second)).unwrap();
+            drop(release_first);
+            // A time-out is the timer's to give, whoever runs tasks.
+            let timed_out = pool
+                .submit_with_timeout_or(|| 1, Duration::from_millis(10), || 2)
+                .unwrap();
+            assert_eq!(
+                timed_out.join_timeout(Duration::from_secs(10)).ok(),
+                Some(2),
+                "{queue:?}: the time-out did not come"
+            );
+            drop(release_second);
+            pool.shutdown();
+            assert!(pool.await_termination(Duration::from_secs(10)), "{queue:?}");
+        }
+    }
+}

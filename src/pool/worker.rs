@@ -188,7 +188,10 @@ impl WorkerContext {
             // it searches: a search visits every other worker's deque, so
             // at the wake-up of a shutdown, n workers searching would cost
             // O(n²) (seconds for a few thousand workers).
-            let job = match self.due_job().or_else(|| self.next_job()) {
+            let job = match self
+                .due_job()
+                .or_else(|| self.next_job().inspect(|_| self.reclaim_lead()))
+            {
                 Some(job) => Some(job),
                 None if pool.lifecycle.is_shut_down() && pool.idle_worker_may_exit() => break,
                 None => match self.lead(&mut searching) {
@@ -249,6 +252,23 @@ impl WorkerContext {
                 timer.leader_awake(self.index);
                 Led::Again
             }
+        }
+    }
+
+    /// A worker that took a job from a queue takes the lead if the timer
+    /// thread holds it (after a rescue, `timer/driver/lead.rs`), and turns
+    /// after this job: with a steady stream of work it is never idle, and
+    /// an idle worker is the only other one that takes the lead.
+    #[inline]
+    fn reclaim_lead(&self) {
+        let pool = &*self.pool;
+        if pool.timer.lead_is_free()
+            && pool
+                .timer
+                .take_lead(self.index, || pool.lifecycle.is_shut_down())
+        {
+            pool.timer.leader_awake(self.index);
+            self.lead_next.set(0);
         }
     }
 

@@ -33,9 +33,15 @@
 //!   backend lock, when the pool is shut down (the shutdown duties stay on
 //!   the timer thread) and when the leading worker is stuck: awake, and
 //!   without a turn for a whole [`GRACE`] (it runs a long task). Then it
-//!   hands due tasks over to the injector as it always did, until an idle
-//!   worker takes the lead again. So a long task delays the timer by at
-//!   most about two `GRACE`s. The watch costs the timer thread one wake-up
+//!   hands due tasks over to the injector as it always did, until a
+//!   worker takes the lead again: an idle one, or a busy one as it takes
+//!   its next job from a queue ([`Timer::lead_is_free`]; it resets
+//!   `armed` as a leader that wakes does, and turns after that job). With
+//!   idle workers only, a steady stream of due tasks (never an idle
+//!   worker) left the timer thread leading for good after one rescue, at
+//!   the costs lever 5 removes (`benches/README.md`, "A rescue that
+//!   lasts"). So a long task delays the timer by at most about two
+//!   `GRACE`s. The watch costs the timer thread one wake-up
 //!   a `GRACE` past each of the leader's deadlines, and one a `GRACE`
 //!   while the leader is awake: none while the pool is idle.
 //! * **Sharing.** A leader takes one due task per turn and runs it, so a
@@ -197,6 +203,25 @@ impl Timer {
         // The timer thread may sleep until a far deadline: it must watch.
         self.cover_awake_leader();
         true
+    }
+
+    /// True if the timer thread holds the lead and a worker may take it
+    /// (`take_lead` decides): the look of a busy worker at each job it
+    /// takes from a queue, one load on its hot path (a cache line of its
+    /// own, written only when the lead moves). Nothing if workers do not
+    /// lead (a loom model that did not ask sees no extra operation).
+    #[inline]
+    pub(crate) fn lead_is_free(&self) -> bool {
+        self.workers_lead
+            && self.lead.load(Ordering::Relaxed) == TIMER_THREAD
+            && !self.crowded.load(Ordering::Relaxed)
+    }
+
+    /// The worker that holds the lead; `None`: the timer thread (for the
+    /// tests of `executor.rs`).
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn leader(&self) -> Option<usize> {
+        Some(self.lead.load(Ordering::SeqCst)).filter(|&lead| lead != TIMER_THREAD)
     }
 
     /// Worker `index`, which led and published `armed`, goes on running
