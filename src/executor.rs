@@ -778,13 +778,13 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use crate::pool::worker;
-    use crate::{Builder, TimerQueue};
+    use crate::{Builder, ScheduledExecutor, TimerQueue};
 
-    /// A gate for a blocked task, and the stop of a feeder.
+    /// A gate for a blocked task.
     type Gate = Arc<(Mutex<bool>, Condvar)>;
 
-    /// Opens the gate and stops the feeder when dropped, however the test
-    /// ends, so that the pool's threads end.
+    /// Opens the gate and stops the [`chain`] when dropped, however the
+    /// test ends, so that the pool's threads end.
     struct Release(Gate, Arc<AtomicBool>);
 
     impl Drop for Release {
@@ -818,6 +818,18 @@ mod tests {
         cond()
     }
 
+    /// A pool of `workers` workers on `queue` whose workers lead (an idle
+    /// one has taken the lead from the timer thread).
+    fn leading_pool(workers: usize, queue: TimerQueue) -> ScheduledExecutor {
+        let pool = Builder::new()
+            .worker_threads(workers)
+            .timer_queue(queue)
+            .build()
+            .unwrap();
+        assert!(eventually(|| pool.pool().timer.worker_leads()), "{queue:?}");
+        pool
+    }
+
     fn queues() -> [TimerQueue; 3] {
         [
             TimerQueue::heap(),
@@ -847,13 +859,8 @@ mod tests {
     #[test]
     fn a_busy_worker_takes_the_lead_back_from_the_timer_thread() {
         for queue in queues() {
-            let pool = Builder::new()
-                .worker_threads(2)
-                .timer_queue(queue)
-                .build()
-                .unwrap();
+            let pool = leading_pool(2, queue);
             let timer = &pool.pool().timer;
-            assert!(eventually(|| timer.worker_leads()), "{queue:?}");
             let gate = Gate::default();
             let stop = Arc::new(AtomicBool::new(false));
             let release = Release(Arc::clone(&gate), Arc::clone(&stop));
@@ -901,13 +908,8 @@ mod tests {
     #[test]
     fn a_worker_that_takes_the_lead_back_and_blocks_is_rescued() {
         for queue in queues() {
-            let pool = Builder::new()
-                .worker_threads(1)
-                .timer_queue(queue)
-                .build()
-                .unwrap();
+            let pool = leading_pool(1, queue);
             let timer = &pool.pool().timer;
-            assert!(eventually(|| timer.worker_leads()), "{queue:?}");
             let (first, second) = (Gate::default(), Gate::default());
             let stop = Arc::new(AtomicBool::new(false));
             let release_first = Release(Arc::clone(&first), Arc::clone(&stop));
