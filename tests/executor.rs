@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -376,4 +376,43 @@ fn task_errors_are_std_errors_with_messages() {
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(TaskError::Cancelled.to_string(), "task was cancelled");
+}
+
+/// Re-submits itself from its worker until `stop`: that worker's own deque
+/// always holds the next link, so it never runs dry.
+fn chain(stop: Arc<AtomicBool>, links: Arc<AtomicUsize>) {
+    links.fetch_add(1, Ordering::Relaxed);
+    if !stop.load(Ordering::Relaxed) {
+        let (s, l) = (Arc::clone(&stop), Arc::clone(&links));
+        chronopool::execute(move || chain(s, l)).unwrap();
+    }
+}
+
+/// A job that re-submits itself keeps its worker's own deque from ever
+/// running dry. Work submitted from outside the pool and timers that fall
+/// due still run on that worker: it looks at the shared queue every so
+/// many jobs (as tokio's workers do), not only when its deque is empty.
+#[test]
+fn a_job_that_resubmits_itself_does_not_starve_other_work() {
+    for queue in common::queues() {
+        let pool = common::pool(queue, 1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let links = Arc::new(AtomicUsize::new(0));
+        let (s, l) = (Arc::clone(&stop), Arc::clone(&links));
+        pool.execute(move || chain(s, l)).unwrap();
+        assert!(eventually(|| links.load(Ordering::Relaxed) > 1_000));
+
+        let outside = pool.submit(|| 7).unwrap().join_timeout(PATIENCE);
+        let timer = pool
+            .schedule(|| 8, Duration::from_millis(2))
+            .unwrap()
+            .join_timeout(PATIENCE);
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(
+            outside.ok(),
+            Some(7),
+            "{queue:?}: work from outside starved"
+        );
+        assert_eq!(timer.ok(), Some(8), "{queue:?}: a due timer starved");
+    }
 }

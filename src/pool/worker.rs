@@ -34,7 +34,21 @@ pub(crate) struct WorkerContext {
     /// While it leads: the next deadline its last turn saw (0: it took due
     /// tasks, look again; `Nanos::MAX`: none, or it does not lead).
     lead_next: Cell<Nanos>,
+    /// Jobs to take before it looks at the injector ahead of its own deque
+    /// (`next_job`): 1 to [`INJECTOR_INTERVAL`].
+    until_injector: Cell<u32>,
 }
+
+/// How many jobs in a row a worker takes from its own deque before it
+/// looks at the injector ahead of it. A job that re-submits itself keeps
+/// its worker's deque from ever running dry; without this, work submitted
+/// from outside the pool and due tasks the timer thread hands over (both
+/// on the injector) would wait on that worker for as long as the chain
+/// lasts. tokio's workers check their global queue every 61 polls, for
+/// the same reason; a prime keeps the check out of step with periodic
+/// patterns of work. More than a batch from the injector (32), so that a
+/// batch runs out before the look (`injector_batch`).
+const INJECTOR_INTERVAL: u32 = 61;
 
 /// What a leading worker's turn gave it (`WorkerContext::turn`).
 enum Turned {
@@ -109,6 +123,7 @@ pub(crate) fn run(pool: Arc<Pool>, index: usize, local: Worker<Job>) {
         waiting,
         pace: Pace::new(),
         lead_next: Cell::new(Nanos::MAX),
+        until_injector: Cell::new(INJECTOR_INTERVAL),
     };
     {
         CURRENT.with(|current| current.set(&ctx));
@@ -371,16 +386,50 @@ impl WorkerContext {
         }
     }
 
-    /// The fast path: own deque, then a batch from the injector.
+    /// The fast path: own deque, then a batch from the injector. After
+    /// [`INJECTOR_INTERVAL`] jobs from its own deque in a row it looks at
+    /// the injector first.
     #[inline]
     fn next_job(&self) -> Option<Job> {
+        let left = self.until_injector.get() - 1;
+        if left == 0 {
+            self.until_injector.set(INJECTOR_INTERVAL);
+            if let Some(job) = self.one_from_injector() {
+                return Some(job);
+            }
+        } else {
+            self.until_injector.set(left);
+        }
         self.local.pop().or_else(|| loop {
             match self.pool.injector.steal_batch_and_pop(&self.local) {
-                Steal::Success(job) => return Some(self.announce_batch(job)),
+                Steal::Success(job) => return Some(self.injector_batch(job)),
                 Steal::Empty => return None,
                 Steal::Retry => continue,
             }
         })
+    }
+
+    /// A batch came from the injector (into an empty deque): the count of
+    /// jobs before the next look at the injector starts again, so a batch
+    /// (at most 32 jobs) runs out before that look and the injector's
+    /// order holds (equal deadlines run in the order they were scheduled
+    /// in), unless its jobs submit more.
+    #[inline]
+    fn injector_batch(&self, job: Job) -> Job {
+        self.until_injector.set(INJECTOR_INTERVAL);
+        self.announce_batch(job)
+    }
+
+    /// The injector's oldest job, if it has one: a single one, so the
+    /// order of this worker's own deque stays as it was.
+    fn one_from_injector(&self) -> Option<Job> {
+        loop {
+            match self.pool.injector.steal() {
+                Steal::Success(job) => return Some(job),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
     }
 
     /// A batch steal moved tasks into our deque. While they moved, a worker
@@ -409,6 +458,7 @@ impl WorkerContext {
                 }
             };
             if let Some(job) = attempt(pool.injector.steal_batch_and_pop(&self.local)) {
+                self.until_injector.set(INJECTOR_INTERVAL);
                 return Some(job);
             }
             let n = pool.stealers.len();
