@@ -848,14 +848,12 @@ mod tests {
         }
     }
 
-    /// The timer thread takes the lead from a leader stuck in a long task;
-    /// the other worker, kept busy by a chain of jobs (never idle), takes
-    /// it back as it takes its next job, so the timer thread does not lead
-    /// for good (`timer/driver/lead.rs`).
-    ///
-    /// No timer is asked to fire here: a worker whose own deque never
-    /// empties does not look at the injector, where the timer thread hands
-    /// due tasks over while it leads (the pool's fairness, not the lead's).
+    /// The timer thread takes the lead from a leader stuck in a long task
+    /// once a timer falls due; the other worker, kept busy by a chain of
+    /// jobs (never idle), takes it back as it takes its next job, so the
+    /// timer thread does not lead for good (`timer/driver/lead.rs`). The
+    /// timer runs: the timer thread hands it over on the injector, which
+    /// the busy worker looks at every so many jobs (`pool/worker.rs`).
     #[test]
     fn a_busy_worker_takes_the_lead_back_from_the_timer_thread() {
         for queue in queues() {
@@ -887,9 +885,16 @@ mod tests {
                 eventually(|| links.load(Ordering::Relaxed) > 1_000),
                 "{queue:?}"
             );
-            // The watch rescues the stuck leader within about 2 ms; then the
-            // busy worker takes the lead. (Before, the timer thread kept it
-            // until a worker was idle: never, here.)
+            // A timer falls due: the watch rescues the stuck leader within
+            // about a `GRACE` and hands the timer over; then the busy worker
+            // takes the lead. (Before, the timer thread kept it until a
+            // worker was idle: never, here.)
+            let fired = pool.schedule(|| 3, Duration::from_millis(2)).unwrap();
+            assert_eq!(
+                fired.join_timeout(Duration::from_secs(10)).ok(),
+                Some(3),
+                "{queue:?}: the timer did not fire"
+            );
             assert!(
                 eventually(|| timer.leader().is_some_and(|w| w != stuck)),
                 "{queue:?}: the busy worker does not lead (lead: {:?})",
@@ -914,8 +919,9 @@ mod tests {
             let stop = Arc::new(AtomicBool::new(false));
             let release_first = Release(Arc::clone(&first), Arc::clone(&stop));
             let release_second = Release(Arc::clone(&second), Arc::clone(&stop));
-            // The leader runs the first blocker when it falls due; once it
-            // runs, the timer thread rescues the worker and leads.
+            // The leader runs the first blocker when it falls due; once the
+            // timer after it falls due too, the timer thread rescues the
+            // worker and leads.
             let entered = Arc::new(AtomicBool::new(false));
             let (e, block) = (Arc::clone(&entered), blocker(&first));
             let _due = pool
@@ -927,6 +933,7 @@ mod tests {
                     Duration::from_millis(5),
                 )
                 .unwrap();
+            let _after = pool.schedule(|| (), Duration::from_millis(15)).unwrap();
             assert!(eventually(|| entered.load(Ordering::SeqCst)), "{queue:?}");
             assert!(eventually(|| !timer.worker_leads()), "{queue:?}: no rescue");
             // The second waits in the injector; when the first ends, the
@@ -945,6 +952,45 @@ mod tests {
                 "{queue:?}: the time-out did not come"
             );
             drop(release_second);
+            pool.shutdown();
+            assert!(pool.await_termination(Duration::from_secs(10)), "{queue:?}");
+        }
+    }
+
+    /// A leader that runs a long task while nothing is due and no command
+    /// waits holds nothing up: the watch leaves it the lead. (Before, it
+    /// was rescued a `GRACE` or two into any long task, and a busy pool
+    /// with no timers went through a rescue and a take-back every few
+    /// milliseconds: `benches/README.md`.)
+    #[test]
+    fn a_leader_that_holds_nothing_up_keeps_the_lead() {
+        for queue in queues() {
+            let pool = leading_pool(1, queue);
+            let timer = &pool.pool().timer;
+            let gate = Gate::default();
+            let release = Release(Arc::clone(&gate), Arc::new(AtomicBool::new(false)));
+            let entered = Arc::new(AtomicBool::new(false));
+            let (e, block) = (Arc::clone(&entered), blocker(&gate));
+            pool.execute(move || {
+                e.store(true, Ordering::SeqCst);
+                block();
+            })
+            .unwrap();
+            assert!(eventually(|| entered.load(Ordering::SeqCst)), "{queue:?}");
+            // Ten `GRACE`s, looked at every 100 µs.
+            let end = Instant::now() + Duration::from_millis(10);
+            while Instant::now() < end {
+                assert_eq!(timer.leader(), Some(0), "{queue:?}: rescued");
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            // A timer scheduled now is another matter: its command waits,
+            // then it falls due, and the leader is rescued.
+            let _due = pool.schedule(|| (), Duration::from_millis(1)).unwrap();
+            assert!(
+                eventually(|| timer.leader().is_none()),
+                "{queue:?}: not rescued"
+            );
+            drop(release);
             pool.shutdown();
             assert!(pool.await_termination(Duration::from_secs(10)), "{queue:?}");
         }

@@ -18,6 +18,14 @@
 //!   turns. Asserted: the task is taken exactly once (by the leader's
 //!   turn, or handed to the injector by the timer thread's), never lost,
 //!   never twice; a leader whose lead was taken follows; `pending` is 0.
+//! * `a_leader_that_holds_nothing_up_is_left_the_lead`: the leading
+//!   worker is awake without a turn, nothing is due (a task due at
+//!   `LATER`), while a scheduler adds a task due at once and the watch
+//!   looks. Asserted: the watch takes the lead back only if it sees the
+//!   new command (or the task it brings) under the lock; if its look
+//!   came first, its next look (the watch looks again a `GRACE` later
+//!   while the leader is awake) does take it: the scheduler did not wake
+//!   anyone (`armed` is 0), so that look is what applies the command.
 //! * `the_watch_sees_a_leader_that_wakes`: the leading worker slept until
 //!   a far deadline, and wakes to run other work while the timer thread
 //!   goes to sleep for a `GRACE` past that deadline. Asserted: the timer
@@ -109,7 +117,7 @@ fn rescue_vs_the_leaders_turn() {
         let timer = {
             let pool = Arc::clone(&pool);
             thread::spawn(move || {
-                if !pool.timer.rescue(seen) {
+                if !pool.timer.rescue(seen, 2) {
                     return false;
                 }
                 // The timer thread's own turn, as after a rescue.
@@ -138,6 +146,38 @@ fn rescue_vs_the_leaders_turn() {
         }
         assert_eq!(task.join().ok(), Some(7));
     });
+}
+
+#[test]
+fn a_leader_that_holds_nothing_up_is_left_the_lead() {
+    model(
+        "lead::a_leader_that_holds_nothing_up_is_left_the_lead",
+        || {
+            let pool = leading_pool(1);
+            let _later = schedule(&pool, || (), 0, LATER);
+            assert!(pool.timer.take_lead(0, || false));
+            // The leader's turn applies that command; then it runs other work
+            // (`armed` 0) and takes no turn.
+            lead_until(&pool, 0, |next| next == Some(LATER));
+            pool.timer.leader_awake(0);
+            let seen = pool.timer.turns_taken();
+            // The watch's look, as the scheduler adds the task due at once.
+            // (The look runs on the spawned thread: with the scheduler spawned
+            // and the look on this one, loom explored one interleaving only,
+            // the look always first.)
+            let watch = {
+                let pool = Arc::clone(&pool);
+                thread::spawn(move || pool.timer.rescue(seen, 2))
+            };
+            let _due = schedule(&pool, || (), 0, 1);
+            let first = watch.join().unwrap();
+            assert!(
+                first || pool.timer.rescue(seen, 2),
+                "the look after the command takes the lead"
+            );
+            assert!(!pool.timer.worker_leads());
+        },
+    );
 }
 
 #[test]

@@ -32,7 +32,12 @@
 //! * **Giving it back.** The timer thread takes the lead back, under the
 //!   backend lock, when the pool is shut down (the shutdown duties stay on
 //!   the timer thread) and when the leading worker is stuck: awake, and
-//!   without a turn for a whole [`GRACE`] (it runs a long task). Then it
+//!   without a turn for a whole [`GRACE`] (it runs a long task), while
+//!   that holds something up: an entry is due, or a command waits (which
+//!   the leader applies only at a turn; a scheduler wakes nobody while
+//!   `armed` is 0). A leader that holds nothing up keeps the lead: a busy
+//!   pool with no timers used to go through a rescue and a take-back every
+//!   few milliseconds (`benches/README.md`). Then it
 //!   hands due tasks over to the injector as it always did, until a
 //!   worker takes the lead again: an idle one, or a busy one as it takes
 //!   its next job from a queue ([`Timer::lead_is_free`]; it resets
@@ -283,11 +288,14 @@ impl Timer {
 
     /// The timer thread takes the lead from a worker that has taken no
     /// turn since the watch read `seen` turns, a `GRACE` ago, while it was
-    /// awake or late for its deadline (module doc). True if it took it.
-    pub(crate) fn rescue(&self, seen: u64) -> bool {
-        let _queue = self.queue.lock();
+    /// awake or late for its deadline, if that holds something up at
+    /// `now`: an entry due, or a command waiting (module doc). True if it
+    /// took it.
+    pub(crate) fn rescue(&self, seen: u64, now: Nanos) -> bool {
+        let queue = self.queue.lock();
         if self.lead.load(Ordering::SeqCst) == TIMER_THREAD
             || self.turns.load(Ordering::SeqCst) != seen
+            || (self.commands.is_empty() && queue.next_due().is_none_or(|due| due > now))
         {
             return false;
         }
@@ -465,7 +473,7 @@ pub(crate) fn watch(pool: &impl Workers, now: impl Fn() -> Nanos, last: &mut Wat
     let mut until = if overdue {
         match last.overdue_since {
             Some((seen, since)) if seen == turns => {
-                if at.saturating_sub(since) >= GRACE && timer.rescue(turns) {
+                if at.saturating_sub(since) >= GRACE && timer.rescue(turns, at) {
                     last.overdue_since = None;
                     return;
                 }
