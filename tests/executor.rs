@@ -416,3 +416,28 @@ fn a_job_that_resubmits_itself_does_not_starve_other_work() {
         assert_eq!(timer.ok(), Some(8), "{queue:?}: a due timer starved");
     }
 }
+
+/// The same on the worker's own deque: a job submitted from inside the
+/// pool before a chain starts is older than every link of the chain, which
+/// the worker takes newest first. With one worker no thief takes it; the
+/// worker takes its own oldest job at the look that finds the shared queue
+/// empty.
+#[test]
+fn a_job_that_resubmits_itself_does_not_starve_its_older_siblings() {
+    let pool = pool(1);
+    let stop = Arc::new(AtomicBool::new(false));
+    let links = Arc::new(AtomicUsize::new(0));
+    let (s, l) = (Arc::clone(&stop), Arc::clone(&links));
+    let (tx, rx) = mpsc::channel();
+    pool.execute(move || {
+        let seen = Arc::clone(&l);
+        chronopool::execute(move || tx.send(seen.load(Ordering::Relaxed)).unwrap()).unwrap();
+        chronopool::execute(move || chain(s, l)).unwrap();
+    })
+    .unwrap();
+    let ran = rx.recv_timeout(PATIENCE);
+    stop.store(true, Ordering::Relaxed);
+    let links_then = ran.expect("the older sibling starved");
+    assert!(links_then > 0, "it ran after the chain had started");
+    assert!(links.load(Ordering::Relaxed) >= links_then);
+}

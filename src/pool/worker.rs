@@ -40,11 +40,13 @@ pub(crate) struct WorkerContext {
 }
 
 /// How many jobs in a row a worker takes from its own deque before it
-/// looks at the injector ahead of it. A job that re-submits itself keeps
-/// its worker's deque from ever running dry; without this, work submitted
-/// from outside the pool and due tasks the timer thread hands over (both
-/// on the injector) would wait on that worker for as long as the chain
-/// lasts. tokio's workers check their global queue every 61 polls, for
+/// looks at the injector ahead of it, and then at its own oldest job. A
+/// job that re-submits itself keeps its worker's deque from ever running
+/// dry; without this, work submitted from outside the pool and due tasks
+/// the timer thread hands over (both on the injector) would wait on that
+/// worker for as long as the chain lasts, and so would the jobs submitted
+/// on that worker before the chain (the chain's link is always the
+/// newest, and with one worker no thief takes the oldest). tokio's workers check their global queue every 61 polls, for
 /// the same reason; a prime keeps the check out of step with periodic
 /// patterns of work. More than a batch from the injector (32), so that a
 /// batch runs out before the look (`injector_batch`).
@@ -388,13 +390,13 @@ impl WorkerContext {
 
     /// The fast path: own deque, then a batch from the injector. After
     /// [`INJECTOR_INTERVAL`] jobs from its own deque in a row it looks at
-    /// the injector first.
+    /// the injector first, then at the oldest job of its own deque.
     #[inline]
     fn next_job(&self) -> Option<Job> {
         let left = self.until_injector.get() - 1;
         if left == 0 {
             self.until_injector.set(INJECTOR_INTERVAL);
-            if let Some(job) = self.one_from_injector() {
+            if let Some(job) = self.one_from_injector().or_else(|| self.own_oldest()) {
                 return Some(job);
             }
         } else {
@@ -407,6 +409,22 @@ impl WorkerContext {
                 Steal::Retry => continue,
             }
         })
+    }
+
+    /// The oldest job of this worker's own deque, taken from the end that
+    /// thieves take from: with one worker no thief does, and a job that
+    /// re-submits itself (always the newest) would starve the jobs its
+    /// worker's tasks submitted before it. (It runs in `next_job` only,
+    /// never between a push of this worker and the pop that takes a
+    /// refused job back: `Pool::push_local`'s protocol holds.)
+    fn own_oldest(&self) -> Option<Job> {
+        loop {
+            match self.pool.stealers[self.index].steal() {
+                Steal::Success(job) => return Some(job),
+                Steal::Empty => return None,
+                Steal::Retry => continue,
+            }
+        }
     }
 
     /// A batch came from the injector (into an empty deque): the count of
