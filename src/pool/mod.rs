@@ -8,7 +8,9 @@
 //! One crossbeam-deque `Injector` takes submissions from threads outside the
 //! pool; each worker owns a LIFO `Worker` deque that takes the submissions
 //! made from inside its tasks, and the others steal from it through its
-//! `Stealer`.
+//! `Stealer`. After 61 jobs in a row from its own deque, a worker takes one
+//! from the injector, else its own oldest through its own `Stealer`
+//! (`worker.rs`: a job that re-submits itself would starve both).
 //!
 //! # Submitting without losing a task to a concurrent shutdown
 //!
@@ -24,7 +26,9 @@
 //!   the pusher sees the new state. A pusher that sees the pool shut down
 //!   pops its deque: it gets its own job back (the owner pops the newest
 //!   end, thieves and the drain take the oldest, so the newest is its own
-//!   unless it was taken, and then everything older was taken too) and
+//!   unless it was taken, and then everything older was taken too; the
+//!   owner's own look at its oldest runs between jobs, never between its
+//!   push and this pop) and
 //!   rejects it; or it gets nothing, because a worker or the drain took the
 //!   job, which is then accepted: it runs, or `shutdown_now` returns it.
 //!
