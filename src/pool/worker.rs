@@ -191,6 +191,17 @@ fn block_until_final(header: &Header, deadline: Option<Instant>, ctx: &dyn TaskC
     }
 }
 
+/// The job `steal` gives, trying again while it says `Retry`.
+fn one(steal: impl Fn() -> Steal<Job>) -> Option<Job> {
+    loop {
+        match steal() {
+            Steal::Success(job) => return Some(job),
+            Steal::Empty => return None,
+            Steal::Retry => continue,
+        }
+    }
+}
+
 fn past(deadline: Option<Instant>) -> bool {
     deadline.is_some_and(|d| Instant::now() >= d)
 }
@@ -396,35 +407,24 @@ impl WorkerContext {
         let left = self.until_injector.get() - 1;
         if left == 0 {
             self.until_injector.set(INJECTOR_INTERVAL);
-            if let Some(job) = self.one_from_injector().or_else(|| self.own_oldest()) {
+            // One job each, so that the order of the deque stays as it
+            // was. The own deque's oldest is taken from the end thieves
+            // take from: with one worker no thief does, and a job that
+            // re-submits itself (always the newest) would starve the jobs
+            // submitted before it. (This runs between jobs, never between
+            // a push of this worker and the pop that takes a refused job
+            // back: `Pool::push_local`'s protocol holds.)
+            let oldest = || self.pool.stealers[self.index].steal();
+            if let Some(job) = one(|| self.pool.injector.steal()).or_else(|| one(oldest)) {
                 return Some(job);
             }
         } else {
             self.until_injector.set(left);
         }
-        self.local.pop().or_else(|| loop {
-            match self.pool.injector.steal_batch_and_pop(&self.local) {
-                Steal::Success(job) => return Some(self.injector_batch(job)),
-                Steal::Empty => return None,
-                Steal::Retry => continue,
-            }
+        self.local.pop().or_else(|| {
+            one(|| self.pool.injector.steal_batch_and_pop(&self.local))
+                .map(|job| self.injector_batch(job))
         })
-    }
-
-    /// The oldest job of this worker's own deque, taken from the end that
-    /// thieves take from: with one worker no thief does, and a job that
-    /// re-submits itself (always the newest) would starve the jobs its
-    /// worker's tasks submitted before it. (It runs in `next_job` only,
-    /// never between a push of this worker and the pop that takes a
-    /// refused job back: `Pool::push_local`'s protocol holds.)
-    fn own_oldest(&self) -> Option<Job> {
-        loop {
-            match self.pool.stealers[self.index].steal() {
-                Steal::Success(job) => return Some(job),
-                Steal::Empty => return None,
-                Steal::Retry => continue,
-            }
-        }
     }
 
     /// A batch came from the injector (into an empty deque): the count of
@@ -436,18 +436,6 @@ impl WorkerContext {
     fn injector_batch(&self, job: Job) -> Job {
         self.until_injector.set(INJECTOR_INTERVAL);
         self.announce_batch(job)
-    }
-
-    /// The injector's oldest job, if it has one: a single one, so the
-    /// order of this worker's own deque stays as it was.
-    fn one_from_injector(&self) -> Option<Job> {
-        loop {
-            match self.pool.injector.steal() {
-                Steal::Success(job) => return Some(job),
-                Steal::Empty => return None,
-                Steal::Retry => continue,
-            }
-        }
     }
 
     /// A batch steal moved tasks into our deque. While they moved, a worker
