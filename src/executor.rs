@@ -938,8 +938,8 @@ mod tests {
             assert!(eventually(|| !timer.worker_leads()), "{queue:?}: no rescue");
             // The second waits in the injector; when the first ends, the
             // worker takes it from there, and the lead with it, and blocks
-            // again. (It is rescued again a `GRACE` later: too soon to see
-            // it lead here for sure.)
+            // again. (The time-out's command below gets it rescued again
+            // a `GRACE` or so later: too soon to see it lead here for sure.)
             pool.execute(blocker(&second)).unwrap();
             drop(release_first);
             // A time-out is the timer's to give, whoever runs tasks.

@@ -21,7 +21,8 @@
 //! * `a_leader_that_holds_nothing_up_is_left_the_lead`: the leading
 //!   worker is awake without a turn, nothing is due (a task due at
 //!   `LATER`), while a scheduler adds a task due at once and the watch
-//!   looks. Asserted: the watch takes the lead back only if it sees the
+//!   looks. Asserted: before the scheduler, a look leaves the leader the
+//!   lead; the watch takes the lead back only if it sees the
 //!   new command (or the task it brings) under the lock; if its look
 //!   came first, its next look (the watch looks again a `GRACE` later
 //!   while the leader is awake) does take it: the scheduler did not wake
@@ -53,7 +54,7 @@ use crate::pool::Pool;
 use crate::sync::{thread, Arc, AtomicUsize, Ordering};
 use crate::task::Job;
 use crate::time::Nanos;
-use crate::timer::driver::lead::{lead_turn, watch, LeadTurn, Share, Watch};
+use crate::timer::driver::lead::{lead_turn, watch, LeadTurn, Share, Watch, GRACE};
 use crate::timer::driver::waiting::Waiting;
 use crate::timer::driver::{run_with_clock, turn, Timer, Turn};
 
@@ -117,7 +118,7 @@ fn rescue_vs_the_leaders_turn() {
         let timer = {
             let pool = Arc::clone(&pool);
             thread::spawn(move || {
-                if !pool.timer.rescue(seen, 2) {
+                if !pool.timer.rescue(seen, 2, GRACE) {
                     return false;
                 }
                 // The timer thread's own turn, as after a rescue.
@@ -161,18 +162,19 @@ fn a_leader_that_holds_nothing_up_is_left_the_lead() {
             lead_until(&pool, 0, |next| next == Some(LATER));
             pool.timer.leader_awake(0);
             let seen = pool.timer.turns_taken();
+            assert!(!pool.timer.rescue(seen, 2, GRACE), "nothing is held up");
             // The watch's look, as the scheduler adds the task due at once.
             // (The look runs on the spawned thread: with the scheduler spawned
             // and the look on this one, loom explored one interleaving only,
             // the look always first.)
             let watch = {
                 let pool = Arc::clone(&pool);
-                thread::spawn(move || pool.timer.rescue(seen, 2))
+                thread::spawn(move || pool.timer.rescue(seen, 2, GRACE))
             };
             let _due = schedule(&pool, || (), 0, 1);
             let first = watch.join().unwrap();
             assert!(
-                first || pool.timer.rescue(seen, 2),
+                first || pool.timer.rescue(seen, 2, GRACE),
                 "the look after the command takes the lead"
             );
             assert!(!pool.timer.worker_leads());

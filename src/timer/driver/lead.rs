@@ -33,11 +33,14 @@
 //!   backend lock, when the pool is shut down (the shutdown duties stay on
 //!   the timer thread) and when the leading worker is stuck: awake, and
 //!   without a turn for a whole [`GRACE`] (it runs a long task), while
-//!   that holds something up: an entry is due, or a command waits (which
+//!   that holds something up: an entry is due, a command waits (which
 //!   the leader applies only at a turn; a scheduler wakes nobody while
-//!   `armed` is 0). A leader that holds nothing up keeps the lead: a busy
-//!   pool with no timers used to go through a rescue and a take-back every
-//!   few milliseconds (`benches/README.md`). Then it
+//!   `armed` is 0), or a sweep is due. A leader that holds nothing up
+//!   keeps the lead for an [`IDLE_GRACE`]: a busy pool with no timers
+//!   went through a rescue and a take-back every few milliseconds
+//!   (`benches/README.md`); after that, the timer thread takes it all the
+//!   same, so that it sleeps without a deadline instead of looking once a
+//!   `GRACE` for as long as a long task runs. Then it
 //!   hands due tasks over to the injector as it always did, until a
 //!   worker takes the lead again: an idle one, or a busy one as it takes
 //!   its next job from a queue ([`Timer::lead_is_free`]; it resets
@@ -48,7 +51,8 @@
 //!   lasts"). So a long task delays the timer by at most about two
 //!   `GRACE`s. The watch costs the timer thread one wake-up
 //!   a `GRACE` past each of the leader's deadlines, and one a `GRACE`
-//!   while the leader is awake: none while the pool is idle.
+//!   while the leader is awake (for an `IDLE_GRACE` at most, unless it
+//!   takes turns): none while the pool is idle.
 //! * **Sharing.** A leader takes one due task per turn and runs it, so a
 //!   stream of short tasks stays on one thread: no other worker sees them,
 //!   none is woken or drawn into stealing them. It takes every due task of
@@ -147,6 +151,13 @@ pub(crate) const LEAD_MAX_TIMERS: usize = 1 << 16;
 /// timer thread takes the lead back (module doc): the extra lateness a
 /// long task can cause the timer, at most about twice this.
 pub(crate) const GRACE: Nanos = 1_000_000;
+
+/// How long the watch leaves the lead to a leader that is awake without a
+/// turn but holds nothing up (module doc). Then it takes it back all the
+/// same, so that it can sleep without a deadline rather than look once a
+/// `GRACE` for as long as a long task runs; a busy pool with no timers
+/// goes through a rescue and a take-back once in this long.
+pub(crate) const IDLE_GRACE: Nanos = 100 * GRACE;
 
 /// A due task this late when a leading worker takes it (beyond the
 /// backend's granularity: a wheel's tick of tasks falls due at once)
@@ -287,16 +298,22 @@ impl Timer {
     }
 
     /// The timer thread takes the lead from a worker that has taken no
-    /// turn since the watch read `seen` turns, a `GRACE` ago, while it was
-    /// awake or late for its deadline, if that holds something up at
-    /// `now`: an entry due, or a command waiting (module doc). True if it
+    /// turn since the watch read `seen` turns, `overdue_for` ago (at least
+    /// a `GRACE`), while it was awake or late for its deadline, if that
+    /// holds something up at `now` (an entry due, a command waiting, a
+    /// sweep due) or has lasted an [`IDLE_GRACE`] (module doc). True if it
     /// took it.
-    pub(crate) fn rescue(&self, seen: u64, now: Nanos) -> bool {
+    pub(crate) fn rescue(&self, seen: u64, now: Nanos, overdue_for: Nanos) -> bool {
         let queue = self.queue.lock();
         if self.lead.load(Ordering::SeqCst) == TIMER_THREAD
             || self.turns.load(Ordering::SeqCst) != seen
-            || (self.commands.is_empty() && queue.next_due().is_none_or(|due| due > now))
         {
+            return false;
+        }
+        let held_up = !self.commands.is_empty()
+            || queue.next_due().is_some_and(|due| due <= now)
+            || self.sweep_is_due();
+        if !held_up && overdue_for < IDLE_GRACE {
             return false;
         }
         self.lead.store(TIMER_THREAD, Ordering::SeqCst);
@@ -473,7 +490,8 @@ pub(crate) fn watch(pool: &impl Workers, now: impl Fn() -> Nanos, last: &mut Wat
     let mut until = if overdue {
         match last.overdue_since {
             Some((seen, since)) if seen == turns => {
-                if at.saturating_sub(since) >= GRACE && timer.rescue(turns, at) {
+                let overdue_for = at.saturating_sub(since);
+                if overdue_for >= GRACE && timer.rescue(turns, at, overdue_for) {
                     last.overdue_since = None;
                     return;
                 }
@@ -497,4 +515,86 @@ pub(crate) fn watch(pool: &impl Workers, now: impl Fn() -> Nanos, last: &mut Wat
         return;
     }
     timer.sleep_until((until != u64::MAX).then_some(until));
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::handle::ScheduledHandle;
+    use crate::pool::Pool;
+    use crate::sync::Arc;
+    use crate::timer::driver::shutdown::ShutdownPolicy;
+
+    /// An hour, in nanoseconds.
+    const HOUR: Nanos = 3_600_000_000_000;
+
+    /// A pool (no thread started) whose worker 0 leads and is awake
+    /// without a turn since the watch read the count it returns; the timer
+    /// holds one task, due in an hour, whose handle it returns too.
+    fn awake_leader() -> (Arc<Pool>, ScheduledHandle<()>, u64) {
+        let policy = ShutdownPolicy {
+            keep_delayed: true,
+            keep_periodic: false,
+        };
+        let timer = Timer::new(Default::default(), policy, usize::MAX);
+        let pool = Arc::new(Pool::new(1, Default::default(), timer).0);
+        let now = pool.timer.clock.now();
+        let cell = pool.schedule(|| (), now, now + HOUR, ()).unwrap();
+        let later = ScheduledHandle::new(cell, Arc::clone(&pool));
+        assert!(pool.timer.take_lead(0, || false));
+        loop {
+            let mut take = |job: Job| panic!("nothing is due: {job:?}");
+            match lead_turn(&*pool, 0, Share::One, &mut take).0 {
+                LeadTurn::Again => continue,
+                LeadTurn::Wait { .. } => break,
+                other => panic!("the worker leads: {other:?}"),
+            }
+        }
+        pool.timer.leader_awake(0);
+        let seen = pool.timer.turns.load(Ordering::SeqCst);
+        (pool, later, seen)
+    }
+
+    #[test]
+    fn a_leader_that_holds_nothing_up_keeps_the_lead_for_an_idle_grace() {
+        let (pool, _later, seen) = awake_leader();
+        let now = pool.timer.clock.now();
+        assert!(!pool.timer.rescue(seen, now, GRACE));
+        assert!(!pool.timer.rescue(seen, now, IDLE_GRACE - 1));
+        assert!(pool.timer.worker_leads());
+        assert!(pool.timer.rescue(seen, now, IDLE_GRACE));
+        assert!(!pool.timer.worker_leads());
+    }
+
+    #[test]
+    fn a_leader_is_rescued_when_an_entry_falls_due() {
+        let (pool, _later, seen) = awake_leader();
+        let now = pool.timer.clock.now();
+        assert!(pool.timer.rescue(seen, now + HOUR, GRACE));
+    }
+
+    #[test]
+    fn a_leader_is_rescued_when_a_command_waits() {
+        let (pool, _later, seen) = awake_leader();
+        let now = pool.timer.clock.now();
+        let _second = pool.schedule(|| (), now, now + HOUR, ()).unwrap();
+        assert!(pool.timer.rescue(seen, now, GRACE));
+    }
+
+    #[test]
+    fn a_leader_is_rescued_when_a_sweep_is_due() {
+        let (pool, later, seen) = awake_leader();
+        // One entry held: `sweep_at` is 1, and this cancel reaches it.
+        assert!(later.cancel());
+        assert!(pool.timer.rescue(seen, pool.timer.clock.now(), GRACE));
+    }
+
+    #[test]
+    fn a_leader_that_took_a_turn_is_not_rescued() {
+        let (pool, _later, seen) = awake_leader();
+        let now = pool.timer.clock.now();
+        assert!(!pool
+            .timer
+            .rescue(seen.wrapping_sub(1), now + HOUR, IDLE_GRACE));
+    }
 }

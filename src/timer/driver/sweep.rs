@@ -123,10 +123,15 @@ impl Timer {
         }
     }
 
+    /// True if the count of cancels reached `sweep_at` (module doc).
+    pub(super) fn sweep_is_due(&self) -> bool {
+        let (cancels, sweep_at) = unpack_dead(self.dead.load(Ordering::Acquire));
+        cancels > 0 && cancels >= sweep_at
+    }
+
     /// Sweeps the cancelled entries out if the count reached `sweep_at`.
     pub(super) fn sweep_if_due(&self, queue: &mut Queue, now: Nanos) {
-        let (cancels, sweep_at) = unpack_dead(self.dead.load(Ordering::Acquire));
-        if cancels > 0 && cancels >= sweep_at {
+        if self.sweep_is_due() {
             self.sweep(queue, now);
         }
     }
