@@ -41,8 +41,10 @@
 //!   a shared injector (where tasks from outside the pool go), then steal
 //!   from each other (crossbeam-deque). A task submitted from inside a task
 //!   goes to the submitting worker's own deque. After 61 tasks in a row
-//!   from its own deque a worker takes the injector's oldest, else its own
-//!   oldest, so a task that re-submits itself starves nothing. Idle workers spin briefly,
+//!   from its own deque a worker takes the injector's oldest, else its
+//!   own oldest: a task that re-submits itself does not starve the
+//!   injector (tasks from outside, due timers) or its worker's older
+//!   tasks. Idle workers spin briefly,
 //!   then park; a new task wakes at most one of them, and none if one is
 //!   already looking for work (see `pool/idle.rs` for the protocol and
 //!   why no wake-up is lost).

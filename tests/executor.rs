@@ -441,3 +441,40 @@ fn a_job_that_resubmits_itself_does_not_starve_its_older_siblings() {
     assert!(links_then > 0, "it ran after the chain had started");
     assert!(links.load(Ordering::Relaxed) >= links_then);
 }
+
+/// A join's wait runs only what was submitted after the task that joins
+/// (its own descendants) while its worker's deque holds them: an older
+/// job might need what the joining task holds. Here the older job finds
+/// the lock the joining task holds across 200 joins; had it run inside
+/// one of them (the look at the oldest job every 61 jobs, taken in the
+/// wait), it would find the lock taken on its own thread.
+#[test]
+fn a_join_does_not_run_an_older_job_inside_its_wait() {
+    let pool = pool(1);
+    let lock = Arc::new(Mutex::new(()));
+    let inside = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let (l, i) = (Arc::clone(&lock), Arc::clone(&inside));
+    pool.execute(move || {
+        let (l2, i2) = (Arc::clone(&l), Arc::clone(&i));
+        // The older job, below the joining task in the deque.
+        chronopool::execute(move || {
+            if l2.try_lock().is_err() {
+                i2.store(true, Ordering::SeqCst);
+            }
+        })
+        .unwrap();
+        chronopool::execute(move || {
+            let _held = l.lock().unwrap();
+            let sum: u64 = (0..200u64)
+                .map(|k| chronopool::submit(move || k).unwrap().join().unwrap())
+                .sum();
+            tx.send(sum).unwrap();
+        })
+        .unwrap();
+    })
+    .unwrap();
+    assert_eq!(rx.recv_timeout(PATIENCE), Ok((0..200).sum()));
+    assert!(eventually(|| lock.try_lock().is_ok()));
+    assert!(!inside.load(Ordering::SeqCst), "it ran inside a join");
+}

@@ -39,14 +39,16 @@ pub(crate) struct WorkerContext {
     until_injector: Cell<u32>,
 }
 
-/// How many jobs in a row a worker takes from its own deque before it
-/// looks at the injector ahead of it, and then at its own oldest job. A
-/// job that re-submits itself keeps its worker's deque from ever running
-/// dry; without this, work submitted from outside the pool and due tasks
-/// the timer thread hands over (both on the injector) would wait on that
-/// worker for as long as the chain lasts, and so would the jobs submitted
-/// on that worker before the chain (the chain's link is always the
-/// newest, and with one worker no thief takes the oldest). tokio's workers check their global queue every 61 polls, for
+/// How many jobs in a row a worker's main loop takes from its own deque
+/// before it looks at the injector ahead of it, and then at its own
+/// oldest job. A job that re-submits itself keeps its worker's deque from
+/// ever running dry; without this, work submitted from outside the pool
+/// and due tasks the timer thread hands over (both on the injector) would
+/// wait on that worker for as long as the chain lasts, and so would the
+/// jobs submitted on that worker before the chain (the chain's link is
+/// always the newest, and with one worker no thief takes the oldest).
+/// Not addressed, as in tokio: a job left in another busy worker's deque
+/// waits for that worker, or for a worker that runs dry and steals it. tokio's workers check their global queue every 61 polls, for
 /// the same reason; a prime keeps the check out of step with periodic
 /// patterns of work. More than a batch from the injector (32), so that a
 /// batch runs out before the look (`injector_batch`).
@@ -399,9 +401,10 @@ impl WorkerContext {
         }
     }
 
-    /// The fast path: own deque, then a batch from the injector. After
-    /// [`INJECTOR_INTERVAL`] jobs from its own deque in a row it looks at
-    /// the injector first, then at the oldest job of its own deque.
+    /// The main loop's fast path: [`own_or_injector`](Self::own_or_injector),
+    /// except that every [`INJECTOR_INTERVAL`]th look (each batch from the
+    /// injector starts the count again) takes the injector's oldest job,
+    /// else the oldest of its own deque.
     #[inline]
     fn next_job(&self) -> Option<Job> {
         let left = self.until_injector.get() - 1;
@@ -421,6 +424,16 @@ impl WorkerContext {
         } else {
             self.until_injector.set(left);
         }
+        self.own_or_injector()
+    }
+
+    /// Own deque (newest first), then a batch from the injector. A join's
+    /// wait takes its jobs this way, without `next_job`'s look: while its
+    /// own deque is not empty it then runs only jobs submitted after the
+    /// task that joins, its own descendants (an older job might wait for
+    /// that task, or for a lock it holds: a deadlock on one thread).
+    #[inline]
+    fn own_or_injector(&self) -> Option<Job> {
         self.local.pop().or_else(|| {
             one(|| self.pool.injector.steal_batch_and_pop(&self.local))
                 .map(|job| self.injector_batch(job))
@@ -534,7 +547,7 @@ impl WorkerContext {
             }
             let helping = !pool.lifecycle.is_stopped();
             if helping {
-                if let Some(job) = self.next_job().or_else(|| self.steal_once()) {
+                if let Some(job) = self.own_or_injector().or_else(|| self.steal_once()) {
                     if searching {
                         searching = false;
                         pool.idle.stop_searching(|| pool.has_visible_work());
