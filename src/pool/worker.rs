@@ -47,11 +47,12 @@ pub(crate) struct WorkerContext {
 /// wait on that worker for as long as the chain lasts, and so would the
 /// jobs submitted on that worker before the chain (the chain's link is
 /// always the newest, and with one worker no thief takes the oldest).
-/// Not addressed, as in tokio: a job left in another busy worker's deque
-/// waits for that worker, or for a worker that runs dry and steals it. tokio's workers check their global queue every 61 polls, for
-/// the same reason; a prime keeps the check out of step with periodic
-/// patterns of work. More than a batch from the injector (32), so that a
-/// batch runs out before the look (`injector_batch`).
+/// tokio's workers check their global queue every 61 polls for the same
+/// reason; a prime keeps the look out of step with periodic patterns of
+/// work. More than a batch from the injector (32), so that a batch runs
+/// out before the look (`injector_batch`). Not addressed, as in tokio: a
+/// job left in another busy worker's deque waits for that worker, or for
+/// a worker that runs dry and steals it.
 const INJECTOR_INTERVAL: u32 = 61;
 
 /// What a leading worker's turn gave it (`WorkerContext::turn`).
