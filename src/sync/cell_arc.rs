@@ -279,26 +279,37 @@ impl<T: ?Sized> CellArc<T> {
     }
 }
 
-/// Frees the block of `raw`, of `layout`, once its last weak reference
-/// (the strong references' own, or a [`CellWeak`]) is gone.
+/// Gives up one weak reference to the block of `raw` (the strong
+/// references' own, or a [`CellWeak`]): true if it was the last reference
+/// of any kind, and the caller frees the block (with [`free_block`]).
 ///
 /// # Safety
 ///
-/// The caller held one weak reference to the block and gives it up here;
-/// the value was dropped (or never written) and nothing reads it again;
-/// `layout` is the block's.
-unsafe fn release_block<T: ?Sized>(raw: *mut ArcInner<T>, layout: Layout) {
-    // SAFETY: the caller's weak reference keeps the counts alive.
+/// The caller held one weak reference to the block and gives it up here.
+unsafe fn release_weak<T: ?Sized>(raw: *mut ArcInner<T>) -> bool {
+    // SAFETY: the caller's weak reference keeps the counts alive. A
+    // reference to the count alone: the value may be borrowed mutably by
+    // its own destructor (a weak reference inside the value it points to).
     let weak = unsafe { &(*raw).weak };
     // One weak reference left is the caller's: with no strong reference,
     // nobody can make another (a downgrade needs a strong one, a clone a
     // weak one): free without a locked instruction.
     if weak.load(Ordering::Acquire) != 1 && weak.fetch_sub(1, Ordering::Release) != 1 {
-        return;
+        return false;
     }
     fence(Ordering::Acquire);
-    // SAFETY: the last reference of any kind: nobody else reaches the
-    // block, allocated with `layout` (caller).
+    true
+}
+
+/// Frees the block of `raw`, of `layout`.
+///
+/// # Safety
+///
+/// [`release_weak`] returned true for it: nobody else reaches the block;
+/// `layout` is the block's.
+unsafe fn free_block<T: ?Sized>(raw: *mut ArcInner<T>, layout: Layout) {
+    // SAFETY: the last reference of any kind (caller), allocated with
+    // `layout`.
     unsafe { recycle::dealloc(NonNull::new_unchecked(raw.cast::<u8>()), layout) };
 }
 
@@ -345,7 +356,11 @@ impl<T: ?Sized> Drop for Release<T> {
     fn drop(&mut self) {
         // SAFETY: made by the last strong reference, which held the weak
         // one and dropped the value; `layout` is the block's.
-        unsafe { release_block(self.raw, self.layout) };
+        unsafe {
+            if release_weak(self.raw) {
+                free_block(self.raw, self.layout);
+            }
+        }
     }
 }
 
@@ -406,15 +421,22 @@ impl<T: ?Sized> Clone for CellWeak<T> {
 impl<T: ?Sized> Drop for CellWeak<T> {
     fn drop(&mut self) {
         let raw = self.ptr.as_ptr();
-        // SAFETY: the block is alive (this weak reference holds it). The
-        // value may be dropped or, after a panic in `new_cyclic`, never
-        // written: `for_value` reads only its type's size and alignment (a
-        // trait object's from the vtable), not its bytes (std's `Weak` uses
-        // the unstable `for_value_raw` for this). This reference is given
-        // up here, and nothing reads the value through a weak one.
+        // SAFETY: the block is alive (this weak reference holds it), and
+        // this reference is given up here. The layout is read only once
+        // this was the last reference of any kind: a weak reference can be
+        // a field of the value it points to (a task with a time-out holds
+        // its timer entry, which holds the task weakly), and while the
+        // value's destructor runs, a reference to the whole block would
+        // alias the destructor's exclusive one (Miri's Stacked Borrows
+        // reports it). Once the last, the value was dropped (the strong
+        // references give up their weak one after its destructor) or, after
+        // a panic in `new_cyclic`, never written: `for_value` reads only
+        // its type's size and alignment (a trait object's from the vtable),
+        // not its bytes (std's `Weak` uses the unstable `for_value_raw`).
         unsafe {
-            let layout = Layout::for_value(&*raw);
-            release_block(raw, layout);
+            if release_weak(raw) {
+                free_block(raw, Layout::for_value(&*raw));
+            }
         }
     }
 }

@@ -221,3 +221,93 @@ where
         Job::detached(move || drop(this))
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::task::context::TestContext;
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::Arc;
+
+    /// Counts its drops (a capture of the closure or of the fallback).
+    struct Counted(Arc<AtomicUsize>);
+
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, SeqCst);
+        }
+    }
+
+    /// A task with a time-out whose closure and fallback each capture a
+    /// `Counted`.
+    fn counted_task(
+        drops: &Arc<AtomicUsize>,
+    ) -> CellArc<DeadlineTask<impl FnOnce() -> u32, u32, impl FnOnce() -> u32>> {
+        let (run, fall) = (Counted(drops.clone()), Counted(drops.clone()));
+        DeadlineTask::new(
+            move || {
+                let _ = &run;
+                7
+            },
+            100,
+            Some(move || {
+                let _ = &fall;
+                8
+            }),
+            (),
+        )
+    }
+
+    /// The task's own field holds the last reference to its timer entry,
+    /// so the entry's weak reference to the task is dropped inside the
+    /// task's destructor: `CellWeak`'s drop must not borrow the block
+    /// while that destructor borrows the value (`cargo miri test` reported
+    /// it under Stacked Borrows before `release_weak`).
+    #[test]
+    fn a_task_whose_timer_entry_is_gone_frees_both_from_its_own_destructor() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let task = counted_task(&drops);
+        drop(task);
+        assert_eq!(drops.load(SeqCst), 2, "the closure and the fallback");
+    }
+
+    /// The timer's entry outlives the task: it sees the task gone (final,
+    /// for the sweep), its time-out does nothing, and its last drop frees
+    /// the task's block.
+    #[test]
+    fn a_timer_entry_that_outlives_its_task_is_final_and_frees_the_block() {
+        let ctx = TestContext::default();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let task = counted_task(&drops);
+        let entry = task.timeout_entry();
+        assert!(!Delayed::is_final(&*entry));
+        drop(task);
+        assert_eq!(drops.load(SeqCst), 2);
+        assert!(Delayed::is_final(&*entry), "the task is gone");
+        // SAFETY: `this` is `None`: `expire` does not use it here.
+        assert!(unsafe { entry.expire(&mut None, &ctx) }.is_none());
+        assert!(ctx.panics.lock().unwrap().is_empty());
+        drop(entry);
+    }
+
+    /// A task that ran before its time-out: its output is its closure's,
+    /// its entry is final and counted with the timer, and the time-out
+    /// that comes after changes nothing.
+    #[test]
+    fn a_task_that_ends_first_leaves_a_final_entry_and_its_output() {
+        let ctx = TestContext::default();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let task = counted_task(&drops);
+        let entry = task.timeout_entry();
+        assert_eq!(Runnable::run(&task, &ctx), RunOutcome::Completed);
+        assert_eq!(drops.load(SeqCst), 1, "the closure, once run");
+        assert!(Delayed::is_final(&*entry));
+        assert_eq!(ctx.cancels.load(SeqCst), 1, "counted for the sweep");
+        // SAFETY: `this` is `None`: `expire` does not use it here.
+        assert!(unsafe { entry.expire(&mut None, &ctx) }.is_none());
+        assert_eq!(Joinable::take_output(&*task).ok(), Some(7));
+        drop(entry);
+        drop(task);
+        assert_eq!(drops.load(SeqCst), 2, "and the fallback, with the cell");
+    }
+}
