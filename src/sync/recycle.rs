@@ -583,6 +583,10 @@ mod tests {
     /// does not take fresh. No block is handed out twice while live (a set
     /// of live addresses, which B leaves before freeing).
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "too slow under Miri; the depot test runs the same paths"
+    )]
     fn blocks_freed_on_another_thread_come_back_through_the_depot() {
         const ROUNDS: u64 = 5;
         const BLOCKS: u64 = 10_000;
@@ -648,6 +652,10 @@ mod tests {
     /// with its owner's thread, slot and operation and checked before it is
     /// freed: a block handed to two owners at once would be overwritten.
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "too slow under Miri; the depot test runs the same paths"
+    )]
     fn concurrent_owners_never_share_a_block() {
         const THREADS: u64 = 4;
         const OPS: u64 = 200_000;
@@ -809,7 +817,8 @@ mod tests {
     /// giver frees the ones refused, and nothing else happens to a block.
     #[test]
     fn a_depot_passes_each_magazine_once() {
-        const MAGAZINES: usize = 2_000;
+        // Fewer under Miri (an interpreter): still fifty times the cap.
+        const MAGAZINES: usize = if cfg!(miri) { 200 } else { 2_000 };
         const EACH: usize = 3;
         const CAP: usize = 4;
         let l = class_layout(1);
