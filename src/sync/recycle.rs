@@ -66,7 +66,9 @@
 //!
 //! Under `cfg(loom)`, `alloc` and `dealloc` skip the caches and go to
 //! loom's allocator, which fails a model that leaks a block or frees one
-//! twice (loom does not model std's thread-locals).
+//! twice (loom does not model std's thread-locals). Under Miri they skip
+//! them too, for the same reason, except where a test of the caches turns
+//! them on (`recycles`).
 
 use std::alloc::{handle_alloc_error, Layout};
 #[cfg(all(test, not(loom)))]
@@ -108,7 +110,7 @@ const DEPOT_MAGAZINES: usize = 64;
 #[inline]
 pub(crate) fn alloc(layout: Layout) -> NonNull<u8> {
     #[cfg(not(loom))]
-    if let Some(class) = class_of(layout) {
+    if let Some(class) = class_of(layout).filter(|_| recycles()) {
         let cached = CACHE.try_with(|cache| cache.try_borrow_mut().ok()?.get().alloc(class));
         if let Ok(Some(block)) = cached {
             return block;
@@ -126,7 +128,7 @@ pub(crate) fn alloc(layout: Layout) -> NonNull<u8> {
 #[inline]
 pub(crate) unsafe fn dealloc(ptr: NonNull<u8>, layout: Layout) {
     #[cfg(not(loom))]
-    if let Some(class) = class_of(layout) {
+    if let Some(class) = class_of(layout).filter(|_| recycles()) {
         let kept = CACHE.try_with(|cache| {
             let Ok(mut cache) = cache.try_borrow_mut() else {
                 return false;
@@ -145,6 +147,38 @@ pub(crate) unsafe fn dealloc(ptr: NonNull<u8>, layout: Layout) {
     // `block_layout(layout)` by `fresh` (directly, or as a block of its
     // class: the same layout), and the caller gives it up.
     unsafe { free(ptr, block_layout(layout)) }
+}
+
+/// Whether this thread's blocks go through the caches: always, except
+/// under Miri (`.ci/run`), where a block kept in a magazine is still
+/// allocated as far as Miri knows, so a block used after it was given back,
+/// or given back twice, would go unreported. Under Miri every block goes
+/// straight back to the global allocator, which Miri tracks, except on the
+/// threads where a test of the caches themselves turns them on
+/// (`recycle_under_miri`).
+#[cfg(not(loom))]
+#[inline]
+fn recycles() -> bool {
+    #[cfg(miri)]
+    return RECYCLES_UNDER_MIRI
+        .try_with(std::cell::Cell::get)
+        .unwrap_or(false);
+    #[cfg(not(miri))]
+    true
+}
+
+#[cfg(all(miri, not(loom)))]
+std::thread_local! {
+    /// This thread recycles under Miri (`recycles`).
+    static RECYCLES_UNDER_MIRI: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Turns the caches on for this thread under Miri (a test of the caches
+/// themselves); nothing otherwise.
+#[cfg(all(test, not(loom)))]
+pub(crate) fn recycle_under_miri() {
+    #[cfg(miri)]
+    RECYCLES_UNDER_MIRI.with(|on| on.set(true));
 }
 
 /// The size class of `layout`, if its blocks are recycled.
@@ -508,13 +542,21 @@ mod tests {
     /// A set of depots of the global ones' caps for one test's threads
     /// (each calls `use_depots`), leaked: other tests neither take from nor
     /// give to them.
+    /// Depots of a test's own, kept reachable from a static for the life
+    /// of the test binary, as the global ones are: Miri's leak check then
+    /// sees the blocks they hold as kept, not leaked.
+    static OWN_DEPOTS: StdMutex<Vec<&'static [Depot; CLASSES]>> = StdMutex::new(Vec::new());
+
     fn own_depots() -> &'static [Depot; CLASSES] {
-        Box::leak(Box::new(std::array::from_fn(|_| {
+        let depots: &'static [Depot; CLASSES] = Box::leak(Box::new(std::array::from_fn(|_| {
             Depot::new(DEPOT_MAGAZINES)
-        })))
+        })));
+        OWN_DEPOTS.lock().unwrap().push(depots);
+        depots
     }
 
     fn use_depots(depots: &'static [Depot; CLASSES]) {
+        recycle_under_miri();
         TEST_DEPOTS.with(|d| d.set(Some(depots)));
     }
 
@@ -765,6 +807,7 @@ mod tests {
         let report = Arc::new(StdMutex::new(None));
         let theirs = Arc::clone(&report);
         thread::spawn(move || {
+            recycle_under_miri();
             LATE.with(|_| ());
             let block = alloc(LATE_LAYOUT);
             LATE.with(|late| {
@@ -787,6 +830,7 @@ mod tests {
     /// recycled one is kept after its first use.
     #[test]
     fn large_or_overaligned_blocks_go_to_the_global_allocator() {
+        recycle_under_miri();
         for l in [
             layout(MAX_RECYCLED + 1, 8),
             layout(300, 16),
