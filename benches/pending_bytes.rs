@@ -1,6 +1,8 @@
 //! What one pending timer holds beyond the caller's own object, on each
-//! queue: a sleep polled once (its alarm and queue entry) and a task
-//! scheduled an hour ahead (its cell and queue entry), a million of each,
+//! queue: a sleep polled once (its alarm and queue entry), the same sleep
+//! boxed (`Box::pin`, as a spawned task or a `dyn Future` holds one: the
+//! box counts too) and a task scheduled an hour ahead (its cell and queue
+//! entry), a million of each,
 //! as the resident memory they add on fresh pages (`malloc_trim` first),
 //! the caller's futures and handles kept in a vector touched beforehand.
 //! The `cancel` and `sleep-future` workloads read the same thing inside a
@@ -111,6 +113,15 @@ fn child(queue_name: &str, kind: &str) {
             },
             placed,
         ),
+        "boxed-sleep" => per_pending(
+            || {
+                let mut sleep = Box::pin(pool.sleep(AHEAD));
+                let polled = sleep.as_mut().poll(&mut Context::from_waker(&waker));
+                assert!(matches!(polled, Poll::Pending));
+                sleep
+            },
+            placed,
+        ),
         "task" => per_pending(|| pool.schedule(|| (), AHEAD).expect("scheduled"), placed),
         other => panic!("no kind {other}"),
     };
@@ -142,11 +153,19 @@ fn main() {
         "bytes per pending timer, beyond the caller's own object ({} of each, fresh pages)",
         N
     );
-    println!("{:<20} {:>12} {:>12}", "queue", "sleep", "task");
+    println!(
+        "(a Sleep is {} bytes; boxed sleep: the box too)",
+        std::mem::size_of::<chronopool::future::Sleep>()
+    );
+    println!(
+        "{:<20} {:>12} {:>12} {:>12}",
+        "queue", "sleep", "boxed sleep", "task"
+    );
     for queue in ["heap", "hashed-wheel", "hierarchical-wheel"] {
         println!(
-            "{queue:<20} {:>12} {:>12}",
+            "{queue:<20} {:>12} {:>12} {:>12}",
             measure(queue, "sleep"),
+            measure(queue, "boxed-sleep"),
             measure(queue, "task")
         );
     }

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::pool::Pool;
 use crate::sync::{Arc, CellArc};
-use crate::task::{Alarm, Rang, TaskContext};
+use crate::task::{Alarm, Delayed, Rang, TaskContext};
 use crate::time::Nanos;
 use crate::timer::driver::help;
 
@@ -31,35 +31,47 @@ use crate::timer::driver::help;
 #[must_use = "a Sleep does nothing unless awaited or polled"]
 pub struct Sleep {
     pool: Arc<Pool>,
-    deadline: Nanos,
-    /// The registration, from the first poll until the end.
-    alarm: Option<CellArc<Alarm>>,
-    /// How it ended, once it has.
-    ended: Option<Rang>,
+    stage: Stage,
+}
+
+/// Where a [`Sleep`] is, with its deadline (kept by the alarm while it
+/// waits). One enum, not a deadline, an `Option` of the alarm and one of
+/// how it ended: a `Sleep` is 24 bytes where it was 32, which puts a boxed
+/// one in a 32-byte malloc chunk instead of a 48-byte one
+/// (`benches/README.md`, "`sleep-future`: where a sleep's time and bytes
+/// go").
+enum Stage {
+    /// Not registered yet (made, reset, or not polled).
+    Unpolled(Nanos),
+    /// Registered: the alarm holds the deadline.
+    Waiting(CellArc<Alarm>),
+    /// Ended, at its deadline or discarded by a shut-down pool.
+    Ended(Nanos, Rang),
 }
 
 impl Sleep {
     pub(crate) fn new(pool: Arc<Pool>, deadline: Nanos) -> Self {
         Sleep {
             pool,
-            deadline,
-            alarm: None,
-            ended: None,
+            stage: Stage::Unpolled(deadline),
         }
     }
 
     /// When it ends.
     pub fn deadline(&self) -> Instant {
-        self.pool.timer.clock.instant_of_saturating(self.deadline)
+        self.pool
+            .timer
+            .clock
+            .instant_of_saturating(self.deadline_nanos())
     }
 
     /// True once the deadline has passed (whether or not it was polled
     /// since); false before, and for a sleep the executor discarded at
     /// shutdown before its deadline.
     pub fn is_elapsed(&self) -> bool {
-        match self.ended {
-            Some(rang) => rang == Rang::AtDeadline,
-            None => self.pool.timer.clock.now() >= self.deadline,
+        match self.stage {
+            Stage::Ended(_, rang) => rang == Rang::AtDeadline,
+            _ => self.pool.timer.clock.now() >= self.deadline_nanos(),
         }
     }
 
@@ -73,41 +85,47 @@ impl Sleep {
 
     pub(crate) fn reset_nanos(&mut self, deadline: Nanos) {
         self.cancel();
-        self.deadline = deadline;
-        self.ended = None;
+        self.stage = Stage::Unpolled(deadline);
     }
 
     pub(crate) fn deadline_nanos(&self) -> Nanos {
-        self.deadline
+        match &self.stage {
+            Stage::Unpolled(deadline) | Stage::Ended(deadline, _) => *deadline,
+            Stage::Waiting(alarm) => alarm.deadline(),
+        }
     }
 
     pub(crate) fn pool(&self) -> &Arc<Pool> {
         &self.pool
     }
 
-    /// Takes the registration out of the timer, if it has not rung.
+    /// Takes the registration out of the timer, if it has not rung (the
+    /// stage is then `Unpolled` again, with the same deadline).
     fn cancel(&mut self) {
-        if let Some(alarm) = self.alarm.take() {
-            let ctx: &dyn TaskContext = &*self.pool;
-            // SAFETY: this future is the alarm's only poller (`&mut self`).
-            unsafe { alarm.cancel(ctx) };
+        if matches!(self.stage, Stage::Waiting(_)) {
+            let unpolled = Stage::Unpolled(self.deadline_nanos());
+            if let Stage::Waiting(alarm) = std::mem::replace(&mut self.stage, unpolled) {
+                let ctx: &dyn TaskContext = &*self.pool;
+                // SAFETY: this future is the alarm's only poller (`&mut self`).
+                unsafe { alarm.cancel(ctx) };
+            }
         }
     }
 
     /// The poll, on `&mut self` (a `Sleep` is `Unpin`).
     pub(crate) fn poll_sleep(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.ended.is_some() {
-            return Poll::Ready(());
-        }
-        let rang = match &self.alarm {
+        let (deadline, rang) = match &self.stage {
+            Stage::Ended(..) => return Poll::Ready(()),
             // SAFETY: this future is the alarm's only poller (`&mut self`).
-            Some(alarm) => unsafe { alarm.poll(cx.waker(), &*self.pool) },
-            None => self.register(cx.waker()),
+            Stage::Waiting(alarm) => (alarm.deadline(), unsafe {
+                alarm.poll(cx.waker(), &*self.pool)
+            }),
+            &Stage::Unpolled(deadline) => (deadline, self.register(deadline, cx.waker())),
         };
         match rang {
             Some(rang) => {
-                self.ended = Some(rang);
-                self.alarm = None;
+                // Drops the alarm, if it had one: it has rung.
+                self.stage = Stage::Ended(deadline, rang);
                 Poll::Ready(())
             }
             None => Poll::Pending,
@@ -120,14 +138,14 @@ impl Sleep {
     /// helps: it has read the clock already, where a re-poll would pay a
     /// read for it (11–15 ns a re-poll became 36–49 ns when every poll
     /// helped; `benches/README.md`, "A poll helps").
-    fn register(&mut self, waker: &Waker) -> Option<Rang> {
+    fn register(&mut self, deadline: Nanos, waker: &Waker) -> Option<Rang> {
         let now = self.pool.timer.clock.now();
-        if now >= self.deadline {
+        if now >= deadline {
             return Some(Rang::AtDeadline);
         }
         // Registered before the timer sees it (`task/alarm.rs`): no locked
         // instruction for the waker.
-        let (alarm, entry) = CellArc::pair(Alarm::waiting(self.deadline, waker.clone()));
+        let (alarm, entry) = CellArc::pair(Alarm::waiting(deadline, waker.clone()));
         if !self.pool.set_alarm(entry) {
             // Shut down: no timer left to wait for (module doc).
             // SAFETY: the pool dropped its reference: the alarm is ours.
@@ -136,7 +154,7 @@ impl Sleep {
         }
         // The timer may have rung it already.
         let rang = alarm.rang();
-        self.alarm = Some(alarm);
+        self.stage = Stage::Waiting(alarm);
         if rang.is_none() && !self.pool.timer.clock.is_manual() {
             help::help(&*self.pool, now);
         }
@@ -164,8 +182,57 @@ impl fmt::Debug for Sleep {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sleep")
             .field("deadline", &self.deadline())
-            .field("registered", &self.alarm.is_some())
+            .field("registered", &matches!(self.stage, Stage::Waiting(_)))
             .field("elapsed", &self.is_elapsed())
             .finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::ScheduledExecutor;
+    use std::time::Duration;
+
+    /// 24 bytes: a boxed `Sleep` is a 32-byte malloc chunk (`Stage`).
+    #[test]
+    fn a_sleep_is_three_words() {
+        assert_eq!(std::mem::size_of::<Sleep>(), 24);
+    }
+
+    /// The deadline is read from each stage: made, registered, ended,
+    /// reset, and registered again after a reset.
+    #[test]
+    fn the_deadline_survives_every_stage() {
+        let pool = ScheduledExecutor::builder()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let start = Instant::now();
+        let mut sleep = pool.sleep_until(start + Duration::from_millis(30));
+        let due = sleep.deadline();
+        assert!(!sleep.is_elapsed());
+        let waker = std::task::Waker::noop();
+        let mut cx = Context::from_waker(waker);
+        assert!(sleep.poll_sleep(&mut cx).is_pending());
+        assert!(matches!(sleep.stage, Stage::Waiting(_)));
+        assert_eq!(sleep.deadline(), due);
+        futures_lite::future::block_on(&mut sleep);
+        assert!(matches!(sleep.stage, Stage::Ended(_, Rang::AtDeadline)));
+        assert_eq!(sleep.deadline(), due);
+        assert!(sleep.is_elapsed());
+        assert!(start.elapsed() >= Duration::from_millis(30));
+
+        let later = Instant::now() + Duration::from_secs(3600);
+        sleep.reset(later);
+        assert!(!sleep.is_elapsed());
+        assert!(sleep.poll_sleep(&mut cx).is_pending());
+        let registered = sleep.deadline();
+        // Back to `Unpolled` with the deadline, the alarm cancelled.
+        sleep.reset(later);
+        assert!(matches!(sleep.stage, Stage::Unpolled(_)));
+        assert_eq!(sleep.deadline(), registered);
+        drop(sleep);
+        assert_eq!(pool.metrics().scheduled_tasks, 0);
     }
 }
