@@ -304,6 +304,44 @@ fn hostile_wakers_do_not_hurt_the_timer() {
     assert!(eventually(|| waker_state.0.lock().unwrap().is_none()));
 }
 
+/// A waker whose `clone` panics, at a sleep's first poll (the clone the
+/// alarm keeps), on every queue: the poll unwinds into its caller before
+/// anything is registered, the sleep keeps its deadline, and a later poll
+/// with a sound waker registers it and ends it at that deadline.
+#[test]
+fn a_waker_whose_clone_panics_leaves_the_sleep_unregistered_and_usable() {
+    use std::task::{RawWaker, RawWakerVTable};
+    fn clone(_: *const ()) -> RawWaker {
+        panic!("expected: a waker's clone panicked");
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: the vtable's functions ignore the data pointer.
+    let hostile = unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) };
+    for queue in QUEUES {
+        let pool = ScheduledExecutor::builder()
+            .worker_threads(1)
+            .timer_queue(queue())
+            .build()
+            .unwrap();
+        let mut sleep = pool.sleep(30 * MS);
+        let due = sleep.deadline();
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            poll_once(&mut sleep, &hostile)
+        }));
+        assert!(unwound.is_err(), "{queue:?}: the clone's panic unwinds to the poller");
+        assert_eq!(sleep.deadline(), due, "{queue:?}");
+        assert_eq!(pool.metrics().scheduled_tasks, 0, "{queue:?}: nothing registered");
+        let (counter, waker) = counting();
+        assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending, "{queue:?}");
+        assert!(eventually(|| counter.wakes() == 1), "{queue:?}: woken once");
+        assert!(Instant::now() >= due, "{queue:?}: never early");
+        assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()), "{queue:?}");
+        assert_eq!(sleep.deadline(), due, "{queue:?}");
+        assert!(sleep.is_elapsed(), "{queue:?}");
+    }
+}
+
 /// The name of the calling thread.
 fn this_thread() -> String {
     std::thread::current()

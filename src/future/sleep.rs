@@ -212,8 +212,13 @@ mod tests {
         let mut sleep = pool.sleep_until(start + Duration::from_millis(30));
         let due = sleep.deadline();
         assert!(!sleep.is_elapsed());
-        let waker = std::task::Waker::noop();
-        let mut cx = Context::from_waker(waker);
+        struct Noop;
+        impl std::task::Wake for Noop {
+            fn wake(self: std::sync::Arc<Self>) {}
+        }
+        // Not `Waker::noop`: newer than the crate's minimum Rust version.
+        let waker = Waker::from(std::sync::Arc::new(Noop));
+        let mut cx = Context::from_waker(&waker);
         assert!(sleep.poll_sleep(&mut cx).is_pending());
         assert!(matches!(sleep.stage, Stage::Waiting(_)));
         assert_eq!(sleep.deadline(), due);
