@@ -329,9 +329,16 @@ fn a_waker_whose_clone_panics_leaves_the_sleep_unregistered_and_usable() {
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             poll_once(&mut sleep, &hostile)
         }));
-        assert!(unwound.is_err(), "{queue:?}: the clone's panic unwinds to the poller");
+        assert!(
+            unwound.is_err(),
+            "{queue:?}: the clone's panic unwinds to the poller"
+        );
         assert_eq!(sleep.deadline(), due, "{queue:?}");
-        assert_eq!(pool.metrics().scheduled_tasks, 0, "{queue:?}: nothing registered");
+        assert_eq!(
+            pool.metrics().scheduled_tasks,
+            0,
+            "{queue:?}: nothing registered"
+        );
         let (counter, waker) = counting();
         assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending, "{queue:?}");
         assert!(eventually(|| counter.wakes() == 1), "{queue:?}: woken once");

@@ -564,6 +564,52 @@ mod tests {
         drop((weak, also));
     }
 
+    /// Larger and more aligned than `Counted`: a block whose layout only
+    /// the vtable knows once it is behind `dyn Named`.
+    #[repr(align(16))]
+    struct Wide {
+        _drops: Counted,
+        _wide: [u64; 5],
+    }
+
+    impl Named for Wide {
+        fn name(&self) -> &'static str {
+            "wide"
+        }
+    }
+
+    /// A weak reference to an unsized cell (the wall clock's watch list
+    /// holds `CellWeak<dyn WallTask>`): it upgrades to the trait object
+    /// while the value lives, not after, and the last weak reference frees
+    /// the block with the concrete type's layout, read from the vtable of a
+    /// value already dropped (under Miri, a wrong layout is an error of the
+    /// global allocator's `dealloc`).
+    #[test]
+    fn a_weak_reference_to_an_unsized_cell_frees_it_with_the_concrete_layout() {
+        let drops = Arc::new(Counter::new(0));
+        let small = CellArc::new(Counted(drops.clone()));
+        let wide = CellArc::new(Wide {
+            _drops: Counted(drops.clone()),
+            _wide: [3; 5],
+        });
+        // SAFETY: the closures are the unsizing coercions.
+        let cells: [CellArc<dyn Named>; 2] = unsafe {
+            [
+                CellArc::unsize(small, |cell| cell as _),
+                CellArc::unsize(wide, |cell| cell as _),
+            ]
+        };
+        let weak: Vec<CellWeak<dyn Named>> = cells.iter().map(CellArc::downgrade).collect();
+        let names: Vec<_> = weak.iter().map(|w| w.upgrade().map(|c| c.name())).collect();
+        assert_eq!(names, [Some("counted"), Some("wide")]);
+        drop(cells);
+        assert_eq!(drops.load(SeqCst), 2, "each value dropped once");
+        assert!(weak.iter().all(|w| w.upgrade().is_none()));
+        // The weak references go last, in the reverse order of the values.
+        drop(weak.into_iter().rev().collect::<Vec<_>>());
+        assert_eq!(drops.load(SeqCst), 2);
+    }
+
     /// Holds a weak reference to the cell it is in.
     struct SelfRef {
         me: CellWeak<SelfRef>,
