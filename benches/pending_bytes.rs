@@ -1,7 +1,7 @@
 //! What one pending timer holds beyond the caller's own object, on each
 //! queue: a sleep polled once (its alarm and queue entry), the same sleep
-//! boxed (`Box::pin`, as a spawned task or a `dyn Future` holds one: the
-//! box counts too) and a task scheduled an hour ahead (its cell and queue
+//! boxed (`Box::pin`, as a `Box<dyn Future>` holds one: the box counts
+//! too) and a task scheduled an hour ahead (its cell and queue
 //! entry), a million of each,
 //! as the resident memory they add on fresh pages (`malloc_trim` first),
 //! the caller's futures and handles kept in a vector touched beforehand.

@@ -223,12 +223,16 @@ fn an_interval_ticks_at_once_then_every_period_and_handles_missed_ticks() {
 fn shutdown_discards_or_keeps_timer_futures_as_it_does_delayed_tasks() {
     // shutdown_now: a registered sleep ends at once, not elapsed, and is
     // not returned as a task.
-    let (pool, _clock) = manual_pool(TimerQueue::heap(), 1);
+    let (pool, clock) = manual_pool(TimerQueue::heap(), 1);
     let mut sleep = pool.sleep(Duration::from_secs(60));
     let (counter, waker) = counting();
     assert_eq!(poll_once(&mut sleep, &waker), Poll::Pending);
     assert!(pool.shutdown_now().is_empty(), "a timer future is no task");
     assert_eq!(counter.wakes(), 1, "woken to see it");
+    assert!(pool.await_termination(common::PATIENCE));
+    // Past its deadline and not polled since the discard: not elapsed.
+    clock.advance(Duration::from_secs(61));
+    assert!(!sleep.is_elapsed());
     assert_eq!(poll_once(&mut sleep, &waker), Poll::Ready(()));
     assert!(!sleep.is_elapsed());
     // First polled after shutdown: ends at once.
@@ -316,6 +320,7 @@ fn a_waker_whose_clone_panics_leaves_the_sleep_unregistered_and_usable() {
     }
     fn noop(_: *const ()) {}
     static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    common::quiet_expected_panics();
     // SAFETY: the vtable's functions ignore the data pointer.
     let hostile = unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) };
     for queue in QUEUES {
