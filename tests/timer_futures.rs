@@ -696,3 +696,37 @@ fn works_under_a_minimal_block_on() {
     let pool = common::pool(TimerQueue::hashed_wheel(), 1);
     common::block_on(sleeps_then_times_out(pool));
 }
+
+/// Time at its edges, on every queue: a sleep of `Duration::MAX` registers,
+/// is not elapsed, resets to `Duration::MAX` again while registered and
+/// leaves the timer when dropped; a sleep until an instant before the
+/// executor was built (before its clock's origin) ends at its first poll,
+/// elapsed, and its deadline reads back no later than that poll.
+#[test]
+fn sleeps_at_the_edges_of_time() {
+    for queue in QUEUES {
+        let before_the_pool = Instant::now();
+        std::thread::sleep(MS);
+        let pool = ScheduledExecutor::builder()
+            .worker_threads(1)
+            .timer_queue(queue())
+            .build()
+            .unwrap();
+        let waker = noop_waker();
+        let mut forever = pool.sleep(Duration::MAX);
+        assert_eq!(poll_once(&mut forever, &waker), Poll::Pending, "{queue:?}");
+        assert!(!forever.is_elapsed(), "{queue:?}");
+        assert!(forever.deadline() > Instant::now() + HOUR, "{queue:?}");
+        forever.reset(forever.deadline());
+        assert_eq!(poll_once(&mut forever, &waker), Poll::Pending, "{queue:?}");
+        assert_eq!(pool.metrics().scheduled_tasks, 1, "{queue:?}: one alarm");
+        drop(forever);
+        assert_eq!(pool.metrics().scheduled_tasks, 0, "{queue:?}");
+
+        let mut late = pool.sleep_until(before_the_pool);
+        assert_eq!(poll_once(&mut late, &waker), Poll::Ready(()), "{queue:?}");
+        assert!(late.is_elapsed(), "{queue:?}");
+        assert!(late.deadline() <= Instant::now(), "{queue:?}");
+        assert_eq!(poll_once(&mut late, &waker), Poll::Ready(()), "{queue:?}");
+    }
+}
