@@ -28,6 +28,11 @@ pub fn sleep_future<S: SleepTimer>(config: &S::Config, p: &Params) -> Result<Met
         .enable_time()
         .build()
         .map_err(|e| e.to_string())?;
+    if std::env::var_os("SLEEP_FLOOR").is_some() {
+        let floor = create_floor(slots, &delays, p)?;
+        eprintln!("[sleep-future] create phase without a timer: {floor:.0} ns per sleep");
+        measure::trim_heap();
+    }
     let timer = S::start(config, p.threads)?;
     measure::trim_heap();
     let rss0 = measure::rss_bytes();
@@ -80,4 +85,50 @@ async fn poll_once<F: Future>(future: F) -> Poll<()> {
 fn late(slot: &AtomicI64, due_ns: i64) {
     slot.store(now_ns() - due_ns, Ordering::Relaxed);
     DONE.hit();
+}
+
+/// The create phase of `sleep_future` with a future that no timer serves
+/// (pending for ever, 24 bytes as chronopool's `Sleep`), on a fresh
+/// runtime: the clock read, the box, the first poll and the spawn of each,
+/// and each spawned task's first poll, without a registration (what every
+/// system's insert figure holds besides its timer's share; printed on
+/// stderr with `SLEEP_FLOOR` set). Its tasks are dropped with the runtime.
+/// The systems' create phases also share the machine with their timer's
+/// wake-ups and the tasks that end, which this one does not: it is a floor.
+fn create_floor(slots: &'static [AtomicI64], delays: &[u64], p: &Params) -> Result<f64, String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(p.threads)
+        .enable_time()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    runtime.block_on(async {
+        for (slot, &d) in slots.iter().zip(delays) {
+            let due = Instant::now() + Duration::from_nanos(d);
+            let due_ns = ns_of(due);
+            let mut sleep = Box::pin(Untimed([due_ns; 3]));
+            if poll_once(sleep.as_mut()).await.is_ready() {
+                continue;
+            }
+            drop(tokio::spawn(async move {
+                sleep.await;
+                late(slot, due_ns);
+            }));
+        }
+    });
+    let t1 = Instant::now();
+    drop(runtime);
+    Ok(per_op_ns(t1 - t0, slots.len()))
+}
+
+/// A future that never completes and registers nothing (`create_floor`).
+struct Untimed([i64; 3]);
+
+impl Future for Untimed {
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> Poll<()> {
+        std::hint::black_box(&self.0);
+        Poll::Pending
+    }
 }
