@@ -126,7 +126,7 @@ fn a_warm_pool_schedules_without_the_global_allocator() {
 /// hostile test's closures), 108 KiB (`src/sync/recycle.rs`). Each size
 /// class has a depot of its own, so a test whose cells span several
 /// classes may in theory keep more without a leak; the every-path test's
-/// rounds kept at most 14,424 bytes, its bounds leave a margin of ten.
+/// rounds kept at most 14,424 bytes, about a ninth of it.
 const RECYCLING_MAY_KEEP: isize = 128 << 10;
 
 /// Tasks of each path per round of the test below: enough that a leak on

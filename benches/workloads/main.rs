@@ -15,8 +15,9 @@
 //! default 3), `THREADS` (worker threads per system; default 2),
 //! `LATENESS_BY_DUE` (if set, `timer-fire` also prints on stderr its
 //! lateness by due time, in 100 ms groups), `SLEEP_FLOOR` (if set,
-//! `sleep-future` also prints on stderr, before each repetition, its
-//! create phase with futures that no timer serves: the insert's floor).
+//! `sleep-future` also prints on stderr, before the warm-up and each
+//! repetition, its create phase with futures that no timer serves: the
+//! insert's floor).
 //!
 //! Systems: `chronopool-heap` (one per timer queue backend, see
 //! `systems/mod.rs`), and the peers `tokio`, `scheduled-thread-pool`,

@@ -19,8 +19,8 @@
 //! and the worker and the timer thread exit (a worker left asleep once
 //! the last task is off `pending` would be a deadlock loom reports). The
 //! path of `time_edges`'s stopped pool, which CI once saw not terminate
-//! (2026-11-29, not reproduced since): this model finds no such
-//! interleaving (75,247 of them at two preemptions and at three alike).
+//! (2026-11-29, not reproduced since): this model, bounded at two
+//! preemptions, finds no such interleaving in its 75,247.
 //!
 //! `jump_vs_a_catch_up_handed_over`: a task due at 2, and a jump to 5: it
 //! runs at 5 and queues a second task due at 4 through the timer's
