@@ -239,6 +239,41 @@ fn advance_from_a_task_of_the_pool_is_refused() {
     }
 }
 
+/// A task that `advance` itself runs calls `advance`: it panics (the task
+/// fails with the refusal) instead of waiting for the outer `advance`,
+/// which waits for it; the outer one returns, and the clock still moves.
+#[test]
+fn advance_from_a_task_that_advance_runs_is_refused_not_hung() {
+    for queue in queues() {
+        let clock = ManualClock::new();
+        let pool = pool_on_clock(&clock, queue);
+        let c = clock.clone();
+        let inner = pool.schedule(move || c.advance(MINUTE), MINUTE).unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let c = clock.clone();
+        std::thread::spawn(move || {
+            c.advance(2 * MINUTE);
+            let _ = done_tx.send(());
+        });
+        if done_rx.recv_timeout(Duration::from_secs(10)).is_err() {
+            // Dropping the pool would join its worker, stuck in the task.
+            std::mem::forget(pool);
+            panic!("{queue:?}: the outer advance hung");
+        }
+        match inner.join() {
+            Err(chronopool::TaskError::Panicked(payload)) => {
+                let message = payload.message().unwrap_or("").to_string();
+                assert!(message.contains("would wait for its own task"), "{message}");
+            }
+            other => panic!("{queue:?}: {other:?}"),
+        }
+        let (runs, f) = recorder(&clock, clock.now());
+        let _every = pool.schedule_at_fixed_rate(f, MINUTE, MINUTE).unwrap();
+        clock.advance(HOUR);
+        assert_eq!(runs.lock().unwrap().len(), 60, "{queue:?}");
+    }
+}
+
 /// A day of 1,000 schedules in manual time: fixed rates of 1 to 60 minutes,
 /// fixed delays of 5 to 59 minutes, and cron jobs (hourly, every 15 minutes,
 /// daily at a time in Shanghai, every 10 minutes on weekdays): every task

@@ -192,9 +192,28 @@ impl ManualState {
         }
     }
 
-    /// Marks this thread as moving this clock until the guard is dropped.
-    fn enter(&self) -> Moving {
+    /// Panics if this thread may not move the clock: it is moving it
+    /// already, or it is a thread of one of `pools` (see
+    /// [`enter`](Self::enter)).
+    fn refuse_move_from_within(&self, pools: &[&dyn Driven]) {
         self.assert_not_moving();
+        assert!(
+            !pools.iter().any(|p| p.is_own_thread()),
+            "ManualClock::advance was called on a thread of a pool on that clock: \
+             it would wait for its own task to end"
+        );
+    }
+
+    /// Marks this thread as moving this clock until the guard is dropped,
+    /// after refusing a move from a thread of one of `pools`.
+    ///
+    /// Both refusals come before the move takes `moving`: a task or a
+    /// waker that a move in progress runs (on a worker, or on a timer
+    /// thread that rang an alarm) would otherwise wait for `moving`, held
+    /// by the move that waits for it to end (tests/manual_clock.rs:
+    /// `advance_from_a_task_that_advance_runs_is_refused_not_hung`).
+    fn enter(&self, pools: &[&dyn Driven]) -> Moving {
+        self.refuse_move_from_within(pools);
         let this = self as *const Self as usize;
         Moving(MOVING.with(|moving| moving.replace(this)))
     }
@@ -206,7 +225,7 @@ impl ManualState {
 
     /// `advance` over `pools` (see the module doc).
     pub(crate) fn advance_through(&self, pools: &[&dyn Driven], by: Duration) {
-        let _entered = self.enter();
+        let _entered = self.enter(pools);
         let _one = self.moving.lock();
         let target = self.now().saturating_add(nanos(by)).min(LAST_INSTANT);
         loop {
@@ -223,7 +242,7 @@ impl ManualState {
 
     /// `jump` over `pools`: straight to the target, then quiet.
     pub(crate) fn jump_through(&self, pools: &[&dyn Driven], by: Duration) {
-        let _entered = self.enter();
+        let _entered = self.enter(pools);
         let _one = self.moving.lock();
         self.settle(pools);
         self.move_to(self.now().saturating_add(nanos(by)));
@@ -233,11 +252,6 @@ impl ManualState {
     /// Hands over what is due now and waits until every pool is quiet (see
     /// the module doc).
     fn settle(&self, pools: &[&dyn Driven]) {
-        assert!(
-            !pools.iter().any(|p| p.is_own_thread()),
-            "ManualClock::advance was called on a thread of a pool on that clock: \
-             it would wait for its own task to end"
-        );
         loop {
             let now = self.now();
             for pool in pools {
@@ -389,9 +403,12 @@ impl ManualClock {
     ///
     /// As [`advance`](Self::advance).
     pub fn set_system_time(&self, wall: SystemTime) {
-        self.state.assert_not_moving();
+        let pools = self.state.pools();
+        let pools: Vec<&dyn Driven> = pools.iter().map(|p| &**p).collect();
+        // Refused before the wall clock moves, not after.
+        self.state.refuse_move_from_within(&pools);
         self.state.set_wall(wall);
-        self.jump(Duration::ZERO);
+        self.state.jump_through(&pools, Duration::ZERO);
     }
 }
 
