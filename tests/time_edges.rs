@@ -391,7 +391,11 @@ fn a_stopped_pool_holding_wall_tasks_never_stops_the_clock() {
         );
         // The delayed one-shot kept by `shutdown` ran; the pool ended.
         assert_eq!(one_shot.join().unwrap(), 7, "{queue:?}");
-        assert!(pool.await_termination(Duration::from_secs(10)), "{queue:?}");
+        assert!(
+            pool.await_termination(Duration::from_secs(10)),
+            "{queue:?}: {:?}",
+            pool.metrics()
+        );
         let c = clock.clone();
         within(
             Duration::from_secs(10),

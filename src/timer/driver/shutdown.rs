@@ -24,6 +24,21 @@
 //! Sweeps and the purge drop only entries that are already final, whose
 //! cells hold no user code any more (a cancel took the closure; a waiter
 //! takes its waker back from a final task).
+//!
+//! # Who cancels
+//!
+//! The purge is the timer thread's, in its turn; but whoever applies the
+//! commands may drop an entry as it arrives (`place`): the timer thread,
+//! a manual clock's `advance` in its hand-over, a sweep run by `reserve`.
+//! An entry never stays in `doomed` while the timer thread sleeps: the
+//! turn and the manual hand-over cancel what they doomed after their
+//! lock, and a drop in `place` also wakes the timer thread, whose next
+//! turn takes what is left. (Without that, a re-arm pushed while the timer
+//! thread was in its turn, and applied by `advance` before that turn
+//! looked at the command queue again, would stay in `doomed` and
+//! `pending` with the timer thread asleep without a deadline, and the
+//! workers would never exit. Found by reading; the loom model
+//! `a_rearm_dropped_in_advance_is_cancelled` covers the path.)
 
 use crate::sync::{CellArc, Ordering};
 use crate::task::delayed::into_job;
@@ -70,6 +85,11 @@ impl Timer {
     ) {
         if self.dropped_on_shutdown(&*entry) {
             self.cancel_dropped(entry);
+            // The caller may be another thread than the timer thread (a
+            // sweep in `reserve`, a manual clock's hand-over), after the
+            // timer thread's turn looked at the commands: wake it for the
+            // cancel (module doc, "Who cancels").
+            self.parker.unpark();
             return;
         }
         queue.insert(now, deadline, entry);
