@@ -239,14 +239,17 @@ fn advance_from_a_task_of_the_pool_is_refused() {
     }
 }
 
-/// A task that `advance` itself runs calls `advance`: it panics (the task
-/// fails with the refusal) instead of waiting for the outer `advance`,
-/// which waits for it; the outer one returns, and the clock still moves.
+/// A task that `advance` itself runs calls `advance` (then
+/// `set_system_time`): it panics (the task fails with the refusal) instead
+/// of waiting for the outer `advance`, which waits for it; the refused
+/// call moves neither clock, the outer one returns, and the clock still
+/// moves.
 #[test]
 fn advance_from_a_task_that_advance_runs_is_refused_not_hung() {
     for queue in queues() {
         let clock = ManualClock::new();
         let pool = pool_on_clock(&clock, queue);
+        let start = clock.now();
         let c = clock.clone();
         let inner = pool.schedule(move || c.advance(MINUTE), MINUTE).unwrap();
         let (done_tx, done_rx) = std::sync::mpsc::channel();
@@ -267,6 +270,29 @@ fn advance_from_a_task_that_advance_runs_is_refused_not_hung() {
             }
             other => panic!("{queue:?}: {other:?}"),
         }
+        // The refused move moved nothing.
+        assert_eq!(clock.now() - start, 2 * MINUTE, "{queue:?}");
+        // Nor does a refused wall-clock step, from a task run by advance.
+        let wall = clock.system_time();
+        let c = clock.clone();
+        let step = pool
+            .schedule(move || c.set_system_time(UNIX_EPOCH), MINUTE)
+            .unwrap();
+        let c = clock.clone();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            c.advance(MINUTE);
+            let _ = done_tx.send(());
+        });
+        if done_rx.recv_timeout(Duration::from_secs(10)).is_err() {
+            std::mem::forget(pool);
+            panic!("{queue:?}: advance hung on set_system_time from its task");
+        }
+        assert!(
+            matches!(step.join(), Err(chronopool::TaskError::Panicked(_))),
+            "{queue:?}"
+        );
+        assert_eq!(clock.system_time(), wall + MINUTE, "{queue:?}");
         let (runs, f) = recorder(&clock, clock.now());
         let _every = pool.schedule_at_fixed_rate(f, MINUTE, MINUTE).unwrap();
         clock.advance(HOUR);

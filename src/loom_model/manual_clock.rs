@@ -20,12 +20,18 @@
 //! the last task is off `pending` would be a deadlock loom reports). The
 //! path of `time_edges`'s stopped pool, which CI once saw not terminate
 //! (2026-11-29): this model, bounded at two preemptions, finds no such
-//! interleaving in its 75,247. Four parallel runs of that test file then
-//! caught it (both workers asleep, `pending` 0, nobody to wake them): the
-//! worker woken for the task `advance` handed over ran it before the
-//! hand-over took it off `pending`, and slept again. `hand_over_at` now
-//! wakes the idle workers of a shut-down pool whenever `pending` is 0
-//! after it, as each turn of the timer thread does.
+//! interleaving (the timer thread, woken by the shutdown, wakes the
+//! worker at its turn). Four parallel runs of that test file then caught
+//! it, and a diagnostic build printed the state: both workers asleep,
+//! `pending` 0, the pool shut down. The next model shows how.
+//!
+//! `the_last_hand_over_wakes_the_workers`: the same without a timer
+//! thread (on a manual clock it sleeps without a deadline, and may have
+//! turned for the last time). Asserted: the task ran, and the worker
+//! exits. The worker woken for the task `advance` hands over may run it
+//! before the hand-over takes it off `pending`, see `pending` at 1, and
+//! sleep again; `hand_over_at` used to wake the workers of a shut-down
+//! pool only after alarms, and this model deadlocks with that code.
 //!
 //! `a_rearm_dropped_in_advance_is_cancelled`: a periodic task due at 0
 //! runs and re-arms while `shutdown` (which keeps no periodic task) and
@@ -33,11 +39,12 @@
 //! hand-over after the timer thread's turn set the shutdown filter and
 //! looked at the commands. Asserted: the task ran at most once, ends
 //! cancelled, its closure is dropped once, `pending` is 0, and the worker
-//! and the timer thread exit. (The hand-over used to leave such an entry
-//! in `doomed` for the timer thread, which sleeps without a deadline on
-//! this clock; found by reading, not seen in a run. The model passes with
-//! that code too, at two preemptions and at three: 2,574,906 interleavings
-//! in 25 minutes, too long for the suite, which runs it at two.)
+//! and the timer thread exit. (Such an entry waits in `doomed` for the
+//! timer thread, which sleeps without a deadline on this clock; `place`
+//! now wakes it for the cancel. Found by reading, not seen in a run: the
+//! model passes without that wake too, at two preemptions and at three
+//! (2,574,906 interleavings in 25 minutes, too long for the suite, which
+//! runs it at two).)
 //!
 //! `jump_vs_a_catch_up_handed_over`: a task due at 2, and a jump to 5: it
 //! runs at 5 and queues a second task due at 4 through the timer's
@@ -195,5 +202,28 @@ fn a_rearm_dropped_in_advance_is_cancelled() {
         assert!(task.join().is_err_and(|e| e.is_cancelled()));
         assert_eq!(drops.drops(), 1, "the closure is dropped exactly once");
         assert_eq!(pool.timer.pending(), 0);
+    });
+}
+
+#[test]
+fn the_last_hand_over_wakes_the_workers() {
+    model_bounded("time::the_last_hand_over_wakes_the_workers", 2, || {
+        let (state, pool, deques) = manual_pool();
+        let workers = spawn_workers(&pool, deques);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = Arc::clone(&ran);
+        let _kept = schedule(
+            &pool,
+            move || {
+                r.fetch_add(1, Ordering::SeqCst);
+            },
+            0,
+            5,
+        )
+        .expect("the pool accepts it");
+        pool.shutdown();
+        state.advance_through(&[&*pool as &dyn Driven], Duration::from_nanos(5));
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "the kept task ran");
+        join_all(workers);
     });
 }

@@ -269,33 +269,28 @@ impl Timer {
     /// hands every task due at `now` to `pool`'s workers, as a turn of the
     /// timer thread does (under the same lock).
     ///
-    /// Entries the shutdown policies drop as their commands are applied
-    /// here are cancelled here too, after the lock, as the timer thread's
-    /// turn cancels those it drops (`shutdown`): the timer thread, asleep
-    /// without a deadline on this clock, may have looked at the commands
-    /// before this took them.
+    /// An entry the shutdown policies drop as its command is applied here
+    /// is left in `doomed` for the timer thread, which `place` wakes for
+    /// it: its cancel runs user code (a closure's `Drop` may drop the last
+    /// executor handle, whose drop joins the workers, which wait for that
+    /// very cancel), and only a thread of the pool may run it (`shutdown`).
     pub(crate) fn hand_over_at(&self, pool: &impl Workers, now: Nanos) {
         self.check_wall(pool, now);
-        let (rung, doomed) = {
+        let rung = {
             let mut queue = self.queue.lock();
             while !self.apply_commands(&mut queue, now) {}
-            let rung = hand_over_due(pool, &mut queue, now, usize::MAX);
-            (rung, self.take_doomed())
+            hand_over_due(pool, &mut queue, now, usize::MAX)
         };
         ring(rung, pool);
-        if !doomed.is_empty() {
-            self.cancel_doomed(doomed, pool);
-        }
         if pool.is_shut_down() && self.pending() == 0 {
-            // Idle workers may wait for the last delayed work, as at every
-            // turn of the timer thread (`turn_locked`), which sleeps
-            // without a deadline on this clock. A task handed over here is
-            // on the injector before it leaves `pending`, so the worker
-            // woken for it may run it, find `pending` still above 0 and
-            // sleep again before this: nobody else would wake the workers
-            // (seen with gdb: both asleep, `pending` 0, the pool shut down;
-            // tests/time_edges.rs, `a_stopped_pool_holding_wall_tasks_never_stops_the_clock`).
-            // An alarm or a cancel leaves no job whose end would wake them.
+            // Idle workers may wait for the last delayed work: wake them,
+            // as every turn of the timer thread does (`turn_locked`); on
+            // this clock it sleeps without a deadline. A task handed over
+            // here is on the injector before it leaves `pending`, so the
+            // worker woken for it may run it, find `pending` still above 0
+            // and sleep again before the hand-over takes it off (loom:
+            // `the_last_hand_over_wakes_the_workers`). An alarm leaves no
+            // job whose end would wake them.
             pool.wake_all();
         }
     }

@@ -27,17 +27,19 @@
 //!
 //! # Who cancels
 //!
-//! The purge is the timer thread's, in its turn; but whoever applies the
-//! commands may drop an entry as it arrives (`place`): the timer thread,
-//! a manual clock's `advance` in its hand-over, a sweep run by `reserve`.
-//! An entry never stays in `doomed` while the timer thread sleeps: the
-//! turn and the manual hand-over cancel what they doomed after their
-//! lock, and a drop in `place` also wakes the timer thread, whose next
-//! turn takes what is left. (Without that, a re-arm pushed while the timer
-//! thread was in its turn, and applied by `advance` before that turn
-//! looked at the command queue again, would stay in `doomed` and
-//! `pending` with the timer thread asleep without a deadline, and the
-//! workers would never exit. Found by reading; the loom model
+//! Only the timer thread, a thread of the pool: a cancel's user code may
+//! drop the last executor handle, whose drop joins the workers unless it
+//! runs on a thread of the pool (`executor.rs`), and the workers wait for
+//! that very cancel (`pending`). The purge is the timer thread's own, in
+//! its turn; but whoever applies the commands may drop an entry as it
+//! arrives (`place`): the timer thread, a manual clock's `advance` in its
+//! hand-over, a sweep run by `reserve`. So a drop in `place` wakes the
+//! timer thread, whose next turn cancels what `doomed` holds. (Without
+//! that wake, a re-arm pushed while the timer thread was in its turn, and
+//! applied by `advance` before that turn looked at the command queue
+//! again, would stay in `doomed` and `pending` with the timer thread
+//! asleep without a deadline, and the workers would never exit: found by
+//! reading, not seen in a run; the loom model
 //! `a_rearm_dropped_in_advance_is_cancelled` covers the path.)
 
 use crate::sync::{CellArc, Ordering};
@@ -85,10 +87,9 @@ impl Timer {
     ) {
         if self.dropped_on_shutdown(&*entry) {
             self.cancel_dropped(entry);
-            // The caller may be another thread than the timer thread (a
-            // sweep in `reserve`, a manual clock's hand-over), after the
-            // timer thread's turn looked at the commands: wake it for the
-            // cancel (module doc, "Who cancels").
+            // The caller may be another thread than the timer thread,
+            // after the timer thread's turn looked at the commands: wake
+            // it to cancel the entry (module doc, "Who cancels").
             self.parker.unpark();
             return;
         }
