@@ -239,6 +239,18 @@ fn advance_from_a_task_of_the_pool_is_refused() {
     }
 }
 
+/// Advances `clock` by `by` on a thread of its own; false if that has not
+/// returned within 10 s of real time (the thread is left behind).
+fn advanced_within_10s(clock: &ManualClock, by: Duration) -> bool {
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let c = clock.clone();
+    std::thread::spawn(move || {
+        c.advance(by);
+        let _ = done_tx.send(());
+    });
+    done_rx.recv_timeout(Duration::from_secs(10)).is_ok()
+}
+
 /// A task that `advance` itself runs calls `advance` (then
 /// `set_system_time`): it panics (the task fails with the refusal) instead
 /// of waiting for the outer `advance`, which waits for it; the refused
@@ -252,13 +264,7 @@ fn advance_from_a_task_that_advance_runs_is_refused_not_hung() {
         let start = clock.now();
         let c = clock.clone();
         let inner = pool.schedule(move || c.advance(MINUTE), MINUTE).unwrap();
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
-        let c = clock.clone();
-        std::thread::spawn(move || {
-            c.advance(2 * MINUTE);
-            let _ = done_tx.send(());
-        });
-        if done_rx.recv_timeout(Duration::from_secs(10)).is_err() {
+        if !advanced_within_10s(&clock, 2 * MINUTE) {
             // Dropping the pool would join its worker, stuck in the task.
             std::mem::forget(pool);
             panic!("{queue:?}: the outer advance hung");
@@ -278,13 +284,7 @@ fn advance_from_a_task_that_advance_runs_is_refused_not_hung() {
         let step = pool
             .schedule(move || c.set_system_time(UNIX_EPOCH), MINUTE)
             .unwrap();
-        let c = clock.clone();
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            c.advance(MINUTE);
-            let _ = done_tx.send(());
-        });
-        if done_rx.recv_timeout(Duration::from_secs(10)).is_err() {
+        if !advanced_within_10s(&clock, MINUTE) {
             std::mem::forget(pool);
             panic!("{queue:?}: advance hung on set_system_time from its task");
         }

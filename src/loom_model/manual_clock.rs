@@ -84,6 +84,26 @@ fn running_manual_pool() -> (
     (state, pool, workers, timer_thread)
 }
 
+/// Schedules a task at 5 on `pool` (the time being 0), shuts the pool
+/// down (which keeps delayed tasks), advances the clock to 5 and asserts
+/// that the task ran.
+fn run_a_kept_task_after_shutdown(state: &ManualState, pool: &Arc<Pool>) {
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&ran);
+    let _kept = schedule(
+        pool,
+        move || {
+            r.fetch_add(1, Ordering::SeqCst);
+        },
+        0,
+        5,
+    )
+    .expect("the pool accepts it");
+    pool.shutdown();
+    state.advance_through(&[&**pool as &dyn Driven], Duration::from_nanos(5));
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the kept task ran");
+}
+
 #[test]
 fn advance_vs_the_timer_thread() {
     model("time::advance_vs_the_timer_thread", || {
@@ -156,20 +176,7 @@ fn the_last_task_after_shutdown_lets_the_worker_exit() {
         2,
         || {
             let (state, pool, workers, timer_thread) = running_manual_pool();
-            let ran = Arc::new(AtomicUsize::new(0));
-            let r = Arc::clone(&ran);
-            let _kept = schedule(
-                &pool,
-                move || {
-                    r.fetch_add(1, Ordering::SeqCst);
-                },
-                0,
-                5,
-            )
-            .expect("the pool accepts it");
-            pool.shutdown();
-            state.advance_through(&[&*pool as &dyn Driven], Duration::from_nanos(5));
-            assert_eq!(ran.load(Ordering::SeqCst), 1, "the kept task ran");
+            run_a_kept_task_after_shutdown(&state, &pool);
             join_all(workers);
             timer_thread.join().unwrap();
         },
@@ -210,20 +217,7 @@ fn the_last_hand_over_wakes_the_workers() {
     model_bounded("time::the_last_hand_over_wakes_the_workers", 2, || {
         let (state, pool, deques) = manual_pool();
         let workers = spawn_workers(&pool, deques);
-        let ran = Arc::new(AtomicUsize::new(0));
-        let r = Arc::clone(&ran);
-        let _kept = schedule(
-            &pool,
-            move || {
-                r.fetch_add(1, Ordering::SeqCst);
-            },
-            0,
-            5,
-        )
-        .expect("the pool accepts it");
-        pool.shutdown();
-        state.advance_through(&[&*pool as &dyn Driven], Duration::from_nanos(5));
-        assert_eq!(ran.load(Ordering::SeqCst), 1, "the kept task ran");
+        run_a_kept_task_after_shutdown(&state, &pool);
         join_all(workers);
     });
 }
