@@ -300,6 +300,92 @@ fn advance_from_a_task_that_advance_runs_is_refused_not_hung() {
     }
 }
 
+/// A wall-clock step from another thread waits for an `advance` in progress:
+/// every run of one `advance` sees the same wall clock (its offset from the
+/// monotonic time), and each step lands between two moves.
+#[test]
+fn a_wall_clock_step_never_lands_in_the_middle_of_an_advance() {
+    use std::sync::atomic::AtomicBool;
+
+    /// The wall clock's offset from the manual monotonic time, in ns.
+    fn offset(clock: &ManualClock, origin: Instant) -> i128 {
+        let wall = match clock.system_time().duration_since(UNIX_EPOCH) {
+            Ok(after) => after.as_nanos() as i128,
+            Err(before) => -(before.duration().as_nanos() as i128),
+        };
+        wall - (clock.now() - origin).as_nanos() as i128
+    }
+
+    let clock = ManualClock::new();
+    let pool = pool_on_clock(&clock, TimerQueue::heap());
+    let origin = clock.now();
+    // (the advance it ran in, the offset it saw) per run.
+    let seen = Arc::new(Mutex::new(Vec::<(usize, i128)>::new()));
+    let epoch = Arc::new(AtomicUsize::new(0));
+    let (s, e, c) = (seen.clone(), epoch.clone(), clock.clone());
+    let _every = pool
+        .schedule_at_fixed_rate(
+            move || {
+                let at = e.load(Ordering::SeqCst);
+                s.lock().unwrap().push((at, offset(&c, origin)));
+            },
+            // Not due before the first advance: every run is one's.
+            Duration::from_millis(1),
+            Duration::from_millis(1),
+        )
+        .unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let (d, c) = (done.clone(), clock.clone());
+    let stepper = std::thread::spawn(move || {
+        let mut steps = 0u32;
+        while !d.load(Ordering::SeqCst) {
+            steps += 1;
+            // Before 1970 and after it, in turn.
+            let day = Duration::from_secs(86_400);
+            let wall = if steps % 2 == 0 {
+                UNIX_EPOCH + MANUAL_CLOCK_START + day * steps
+            } else {
+                UNIX_EPOCH - day * steps
+            };
+            c.set_system_time(wall);
+            // An advance here takes a millisecond or two: the next step
+            // comes in the middle of one, not only just before one.
+            std::thread::sleep(Duration::from_micros(300));
+        }
+        steps
+    });
+    for advance in 1..=200 {
+        epoch.store(advance, Ordering::SeqCst);
+        clock.advance(Duration::from_millis(20));
+    }
+    done.store(true, Ordering::SeqCst);
+    let steps = stepper.join().unwrap();
+    assert!(steps > 1, "the stepper never ran beside an advance");
+    let seen = seen.lock().unwrap();
+    let mut mixed = Vec::new();
+    for advance in 1..=200 {
+        let mut offsets: Vec<i128> = seen
+            .iter()
+            .filter(|(at, _)| *at == advance)
+            .map(|(_, o)| *o)
+            .collect();
+        assert!(
+            offsets.len() >= 20,
+            "advance {advance}: {} runs",
+            offsets.len()
+        );
+        offsets.dedup();
+        if offsets.len() > 1 {
+            mixed.push((advance, offsets.len()));
+        }
+    }
+    assert!(
+        mixed.is_empty(),
+        "{} of 200 advances saw the wall clock step mid-way (advance, offsets): {mixed:?}",
+        mixed.len()
+    );
+}
+
 /// A day of 1,000 schedules in manual time: fixed rates of 1 to 60 minutes,
 /// fixed delays of 5 to 59 minutes, and cron jobs (hourly, every 15 minutes,
 /// daily at a time in Shanghai, every 10 minutes on weekdays): every task

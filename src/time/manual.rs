@@ -249,6 +249,18 @@ impl ManualState {
         self.settle(pools);
     }
 
+    /// `set_system_time` over `pools`: the wall clock steps under
+    /// `moving`, as `advance` and `jump` move the time, so a step never
+    /// lands in the middle of a move on another thread (the tasks of one
+    /// `advance` all see one wall clock), then quiet. Refused, as a move
+    /// is, before the wall clock changes.
+    pub(crate) fn step_wall_through(&self, pools: &[&dyn Driven], wall: SystemTime) {
+        let _entered = self.enter(pools);
+        let _one = self.moving.lock();
+        self.set_wall(wall);
+        self.settle(pools);
+    }
+
     /// Hands over what is due now and waits until every pool is quiet (see
     /// the module doc).
     fn settle(&self, pools: &[&dyn Driven]) {
@@ -397,7 +409,9 @@ impl ManualClock {
     /// an NTP step or a change by hand does: wall-clock schedules see it,
     /// monotonic deadlines do not. Returns when the pools are quiet: a task
     /// due at a wall time the step passed has run (as after
-    /// [`advance`](Self::advance) by zero).
+    /// [`advance`](Self::advance) by zero). A step from another thread
+    /// waits for an `advance` or `jump` in progress: every task that one
+    /// move runs sees one wall clock.
     ///
     /// # Panics
     ///
@@ -405,10 +419,7 @@ impl ManualClock {
     pub fn set_system_time(&self, wall: SystemTime) {
         let pools = self.state.pools();
         let pools: Vec<&dyn Driven> = pools.iter().map(|p| &**p).collect();
-        // Refused before the wall clock moves, not after.
-        self.state.refuse_move_from_within(&pools);
-        self.state.set_wall(wall);
-        self.state.jump_through(&pools, Duration::ZERO);
+        self.state.step_wall_through(&pools, wall);
     }
 }
 
