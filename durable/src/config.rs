@@ -40,9 +40,10 @@ pub struct Config {
     /// outcome is stored (60 s). On PostgreSQL a crashed process's runs are
     /// taken over sooner, once the server has seen its connection close.
     pub lease: Duration,
-    /// Runs of an occurrence before the job is dead (5). A run counts from
-    /// its claim, so a handler that kills its process (an abort, the OOM
-    /// killer) uses up its attempts too.
+    /// Runs of an occurrence before the job is dead (5); for a recurring
+    /// job, that occurrence is, and the job goes on to its next one. A run
+    /// counts from its claim, so a handler that kills its process (an
+    /// abort, the OOM killer) uses up its attempts too.
     pub max_attempts: u32,
     /// The wait before each retry of a failed run: the `n`-th retry waits
     /// [`Backoff::delay_after`]`(n)` (1 s, doubling, at most 5 min, no

@@ -39,7 +39,10 @@
 //!   [`Config::max_attempts`], then the job is *dead*, kept for
 //!   [`dead_jobs`](DurableScheduler::dead_jobs) and a manual
 //!   [`retry`](DurableScheduler::retry). A handler's
-//!   [permanent](JobError::permanent) error makes the job dead at once. A
+//!   [permanent](JobError::permanent) error makes the job dead at once. For
+//!   a recurring job only that occurrence is dead: the job goes on to its
+//!   next occurrence, its failure kept as its `last_error` (one bad
+//!   occurrence never ends a schedule). A
 //!   handler that kills its process uses up its attempts too: they are
 //!   counted when the job is claimed. A job whose handler is not
 //!   registered waits, reported in its `last_error`.

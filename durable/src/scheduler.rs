@@ -180,7 +180,8 @@ impl DurableScheduler {
     /// The handler returns a [`JobError`] when the run failed: a retryable
     /// one (`Err("why".into())`, or `?` on a `String` error) is retried
     /// after a back-off, a [permanent](JobError::permanent) one makes the
-    /// job dead at once. A panic is retryable.
+    /// job dead at once. A panic is retryable. For a recurring job, only
+    /// the failing occurrence is dead: the job goes on to its next one.
     pub fn register(
         &self,
         name: &str,
@@ -539,7 +540,9 @@ impl DurableScheduler {
     }
 
     /// The jobs that failed `max_attempts` times, or with a permanent
-    /// error, by key.
+    /// error, by key. A recurring job is here only once it has no
+    /// occurrence left: an occurrence that dies is in the job's history
+    /// and its `last_error`, and the job goes on.
     ///
     /// # Errors
     ///

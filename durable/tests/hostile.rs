@@ -159,3 +159,111 @@ fn many_runs_held_at_once_all_keep_their_leases() {
         assert_eq!(b.metrics().claimed, 0, "{kind:?}");
     }
 }
+
+/// One occurrence of a recurring job whose every attempt fails (the last
+/// with a permanent error, or a service away for longer than the retries
+/// last) is dead, and only it: the job goes on to its next occurrence, its
+/// attempts reset and the failure kept as its `last_error`, as
+/// db-scheduler's recurring tasks and Oban's cron do. Before, the whole
+/// job was dead: no later occurrence ever ran, and `keep_dead` later
+/// deleted the schedule. Under a manual clock, so every time is exact.
+#[test]
+fn a_dead_occurrence_never_ends_a_recurring_job() {
+    use chronopool::{ManualClock, ScheduledExecutor};
+    use chronopool_durable::{Config, JobError};
+    use std::sync::Mutex;
+    use std::time::SystemTime;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let clock = ManualClock::new();
+        let pool = ScheduledExecutor::builder()
+            .worker_threads(2)
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        let mut config = Config::default();
+        config.window = 24 * HOUR;
+        config.poll_interval = 12 * HOUR;
+        config.max_attempts = 3;
+        config.retry = Backoff::exponential(Duration::from_secs(1), 1.0, Duration::from_secs(1));
+        let jobs = store.open(&pool, config);
+        // (the occurrence it was told, its attempt) per run.
+        let runs = Arc::new(Mutex::new(Vec::<(SystemTime, u32)>::new()));
+        let r = runs.clone();
+        jobs.register("hourly", move |job| {
+            let mut runs = r.lock().unwrap();
+            runs.push((job.due(), job.attempt()));
+            match runs.len() {
+                // The first occurrence: every attempt fails.
+                1..=3 => Err("the service is away".into()),
+                // The second: a permanent error ends its first attempt.
+                4 => Err(JobError::permanent("this input can never work")),
+                _ => Ok(()),
+            }
+        });
+        jobs.start().unwrap();
+        // On the hour, so retries seconds late never shift the schedule.
+        let start = clock.system_time();
+        jobs.schedule(
+            "h",
+            "hourly",
+            b"",
+            chronopool_durable::Schedule::cron("0 * * * *", "UTC").unwrap(),
+        )
+        .unwrap();
+        clock.advance(HOUR + 10 * Duration::from_secs(1));
+        let first = runs.lock().unwrap().clone();
+        assert_eq!(
+            first.iter().map(|r| r.1).collect::<Vec<_>>(),
+            [1, 2, 3],
+            "{kind:?}: three attempts of the first occurrence"
+        );
+        let after_first = jobs.job("h").unwrap().unwrap();
+        assert_eq!(
+            (after_first.state, after_first.attempt),
+            (JobState::Scheduled, 0),
+            "{kind:?}: the job goes on, its attempts reset: {after_first:?}"
+        );
+        assert_eq!(
+            after_first.last_error.as_deref(),
+            Some("the service is away"),
+            "{kind:?}"
+        );
+        assert_eq!(
+            after_first.next_fire,
+            first[0].0 + HOUR,
+            "{kind:?}: its next occurrence, on the hour"
+        );
+        clock.advance(3 * HOUR);
+        let runs = runs.lock().unwrap().clone();
+        let dues: Vec<SystemTime> = runs[3..].iter().map(|r| r.0).collect();
+        assert_eq!(
+            dues,
+            [
+                first[0].0 + HOUR,
+                first[0].0 + 2 * HOUR,
+                first[0].0 + 3 * HOUR
+            ],
+            "{kind:?}: the permanent error ended its occurrence only"
+        );
+        assert!(runs[3..].iter().all(|r| r.1 == 1), "{kind:?}: {runs:?}");
+        assert!(first[0].0 > start && first[0].0 <= start + HOUR, "{kind:?}");
+        let metrics = jobs.metrics();
+        assert_eq!(
+            (metrics.dead, metrics.retried, metrics.succeeded),
+            (2, 2, 2),
+            "{kind:?}: {metrics:?}"
+        );
+        assert!(jobs.dead_jobs().unwrap().is_empty(), "{kind:?}");
+        let dead_runs = jobs
+            .history(Some("h"), 100)
+            .unwrap()
+            .into_iter()
+            .filter(|run| run.outcome == Some(chronopool_durable::RunOutcome::Dead))
+            .count();
+        assert_eq!(dead_runs, 2, "{kind:?}: the history keeps both");
+        assert!(jobs.shutdown(Duration::from_secs(10)), "{kind:?}");
+    }
+}

@@ -312,13 +312,11 @@ fn stored_error(message: &str) -> String {
 }
 
 /// The finish of a failed attempt: a retry after the back-off, or dead
-/// (permanent, or the last attempt).
+/// (permanent, or the last attempt): for a recurring job, only this
+/// occurrence is.
 fn failed(shared: &Shared, row: &Row, now: Micros, error: JobError) -> Finish {
     if error.is_permanent() || row.attempt >= shared.config.max_attempts {
-        return Finish::Dead {
-            error: stored_error(error.message()),
-            at: now,
-        };
+        return dead(row, now, stored_error(error.message()));
     }
     // A clone draws its own jitter (the config's back-off is a template).
     let delay = shared
@@ -333,21 +331,33 @@ fn failed(shared: &Shared, row: &Row, now: Micros, error: JobError) -> Finish {
     }
 }
 
+/// The finish of `row`'s occurrence that failed for the last time, now:
+/// a recurring job goes on to its next occurrence (by its missed-runs
+/// policy, as after a run), a one-shot job, or one with no occurrence
+/// left, is dead.
+fn dead(row: &Row, now: Micros, error: String) -> Finish {
+    let next = Recurrence::decode(&row.recurrence)
+        .and_then(|r| r.after_run(row.next_fire, now, row.missed));
+    match next {
+        Ok(Some(next_fire)) => Finish::DeadOccurrence { next_fire, error },
+        // No occurrence left, or none that can be computed: the job is.
+        _ => Finish::Dead { error, at: now },
+    }
+}
+
 /// The finish of a claimed run that cannot start here: past its attempts
 /// (its earlier runs never ended: their processes died), or its handler
 /// is not registered.
 pub(crate) fn unrunnable(shared: &Shared, row: &Row, now: Micros) -> Option<Finish> {
     let max = shared.config.max_attempts;
     if row.attempt > max {
-        return Some(Finish::Dead {
-            error: format!(
-                "attempt {} of at most {max}: the earlier attempts never ended (their \
-                 processes died while running the handler: an abort, the OOM killer, \
-                 a kill)",
-                row.attempt
-            ),
-            at: now,
-        });
+        let error = format!(
+            "attempt {} of at most {max}: the earlier attempts never ended (their \
+             processes died while running the handler: an abort, the OOM killer, \
+             a kill)",
+            row.attempt
+        );
+        return Some(dead(row, now, error));
     }
     if shared.handler(&row.name).is_none() {
         let wait = time::duration_micros_saturating(shared.config.unhandled_wait);

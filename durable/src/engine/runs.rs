@@ -710,6 +710,9 @@ impl RunLoop {
                 next_fire, error, ..
             } => (Outcome::Retried, Some(*next_fire), Some(error.as_str())),
             Finish::Dead { error, .. } => (Outcome::Dead, None, Some(error.as_str())),
+            Finish::DeadOccurrence { next_fire, error } => {
+                (Outcome::Dead, Some(*next_fire), Some(error.as_str()))
+            }
             Finish::Release => (Outcome::Released, None, None),
         };
         self.shared.counters.ended(key, &end.name, outcome, error);

@@ -262,6 +262,12 @@ pub(crate) enum Finish {
     },
     /// It failed for the last time, at `at`.
     Dead { error: String, at: Micros },
+    /// An occurrence of a recurring job failed for the last time: that
+    /// occurrence is dead (so its history and metrics say), and the job
+    /// goes on to `next_fire`, its attempts reset, keeping `error` as its
+    /// last. One bad occurrence never ends a schedule (db-scheduler's and
+    /// Oban's cron do the same).
+    DeadOccurrence { next_fire: Micros, error: String },
     /// The claim is given back unrun: *scheduled* again at its fire time,
     /// the attempt not counted (the executor refused the run).
     Release,
@@ -336,6 +342,12 @@ impl Finish {
                 finished_at: Some(*at),
                 ..base
             },
+            Finish::DeadOccurrence { next_fire, error } => Ending {
+                next_fire: Some(*next_fire),
+                reset: true,
+                error: Some(error),
+                ..base
+            },
             Finish::Release => Ending {
                 uncount: 1,
                 keep_error: true,
@@ -395,7 +407,7 @@ pub(crate) fn outcome_name(finish: &Finish, skipped: bool) -> Option<&'static st
         Finish::Done { .. } | Finish::Next { .. } if skipped => Some("skipped"),
         Finish::Done { .. } | Finish::Next { .. } => Some("succeeded"),
         Finish::Retry { uncount: false, .. } => Some("failed"),
-        Finish::Dead { .. } => Some("dead"),
+        Finish::Dead { .. } | Finish::DeadOccurrence { .. } => Some("dead"),
         Finish::Retry { uncount: true, .. } | Finish::Release => None,
     }
 }
@@ -403,7 +415,9 @@ pub(crate) fn outcome_name(finish: &Finish, skipped: bool) -> Option<&'static st
 /// The error a run's end records with its outcome.
 pub(crate) fn error_of(finish: &Finish) -> Option<&str> {
     match finish {
-        Finish::Retry { error, .. } | Finish::Dead { error, .. } => Some(error),
+        Finish::Retry { error, .. }
+        | Finish::Dead { error, .. }
+        | Finish::DeadOccurrence { error, .. } => Some(error),
         _ => None,
     }
 }
