@@ -274,8 +274,9 @@ impl DurableScheduler {
     /// for that; true if every run in progress had its outcome stored (the
     /// scheduler's threads then have ended), false if some were still
     /// going (they go on, and the scheduler's run thread stores their
-    /// outcomes and ends after them). The executor is not shut down.
-    /// Calling it again does nothing and returns true.
+    /// outcomes and ends after them); a `timeout` past the clock's range
+    /// (`Duration::MAX`) waits for as long as the runs take. The executor
+    /// is not shut down. Calling it again does nothing and returns true.
     ///
     /// Dropping the scheduler does the same without waiting.
     ///

@@ -117,6 +117,35 @@ fn runs_in_progress_end_and_store_their_outcomes_through_a_shutdown() {
     }
 }
 
+/// `shutdown(Duration::MAX)` waits for as long as the runs take: a wait
+/// past the clock's range is no deadline, not a panic (it panicked adding
+/// the wait to `Instant::now()`, after the scheduler had already stopped).
+#[test]
+fn a_shutdown_that_waits_for_ever_waits_for_the_runs() {
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(2);
+        let jobs = store.open(&pool, long_lease());
+        let (started_tx, started) = mpsc::channel();
+        let started_tx = Mutex::new(started_tx);
+        jobs.register("work", move |_| {
+            started_tx.lock().unwrap().send(()).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(())
+        });
+        jobs.start().unwrap();
+        jobs.schedule("a", "work", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
+        started.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert!(
+            jobs.shutdown(Duration::MAX),
+            "{kind:?}: every outcome stored"
+        );
+        assert!(jobs.job("a").unwrap().is_none(), "{kind:?}: a is done");
+        assert!(jobs.shutdown(Duration::MAX), "{kind:?}: a second call");
+    }
+}
+
 /// `shutdown_now` hands back the runs not started; dropped, they give
 /// their claims back: the jobs are due again at once, their attempts not
 /// counted.

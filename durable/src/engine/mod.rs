@@ -396,7 +396,8 @@ impl Threads {
         if let Some((_, stop)) = &self.listener {
             stop.store(true, Ordering::Release);
         }
-        let deadline = wait.map(|w| Instant::now() + w);
+        // A wait past the clock's range (`Duration::MAX`) is no deadline.
+        let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let mut all = true;
         for thread in [self.listener.map(|(t, _)| t), self.poll, self.runs]
             .into_iter()
