@@ -627,8 +627,8 @@ impl ScheduledExecutor {
         self.pool().shutdown();
     }
 
-    /// Stops accepting work and returns every task that has not started, in
-    /// no particular order. Tasks already running are not interrupted; the
+    /// Stops accepting work and returns every task that has not started,
+    /// each once, in no particular order. Tasks already running are not interrupted; the
     /// workers exit as soon as they finish them.
     ///
     /// The returned tasks can be [run](PendingTask::run) by the caller or

@@ -325,3 +325,74 @@ fn await_termination_without_shutdown_times_out() {
     assert!(!pool.await_termination(Duration::from_millis(20)));
     assert!(!pool.is_terminated());
 }
+
+/// `shutdown_now` returns each task once. A task due at a wall time is
+/// placed again when the wall clock is stepped, and the entry it leaves
+/// behind stays in the timer until a sweep: before, `shutdown_now`
+/// returned that stale entry as a second `PendingTask` (the fault matrix
+/// saw it once under load, where a preempted read of the two clocks looks
+/// like a step). On all three queues.
+#[test]
+fn shutdown_now_returns_a_task_placed_again_once() {
+    use chronopool::TimerQueue;
+
+    for queue in [
+        TimerQueue::heap(),
+        TimerQueue::hashed_wheel(),
+        TimerQueue::hierarchical_wheel(),
+    ] {
+        let (pool, clock) = common::manual_pool(queue, 2);
+        let noon = clock.system_time() + Duration::from_secs(12 * 3600);
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = ran.clone();
+        let lunch = pool
+            .schedule_at_system_time(move || r.fetch_add(1, Ordering::SeqCst), noon)
+            .unwrap();
+        // Ten monotonic tasks beside it, so that no sweep (at half the
+        // entries dead) takes the stale entries out first.
+        let _later: Vec<_> = (0..10)
+            .map(|_| pool.schedule(|| (), Duration::from_secs(3600)).unwrap())
+            .collect();
+        // Two steps: two stale entries.
+        clock.set_system_time(clock.system_time() + Duration::from_secs(3600));
+        clock.set_system_time(clock.system_time() - Duration::from_secs(1800));
+        let pending = pool.shutdown_now();
+        assert_eq!(pending.len(), 11, "{queue:?}: the wall task and the others");
+        for task in pending {
+            task.run();
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "{queue:?}");
+        assert_eq!(lunch.join().unwrap(), 0, "{queue:?}");
+        assert!(pool.await_termination(PATIENCE), "{queue:?}");
+    }
+}
+
+/// Nor does it return the job that checks a wall task's placement after a
+/// step, queued behind a busy worker: that job is no task of the user's.
+#[test]
+fn shutdown_now_returns_no_wall_check() {
+    use chronopool::TimerQueue;
+
+    let (pool, clock) = common::manual_pool(TimerQueue::heap(), 1);
+    let noon = clock.system_time() + Duration::from_secs(12 * 3600);
+    let lunch = pool.schedule_at_system_time(|| "lunch", noon).unwrap();
+    let gate = block_workers(&pool, 1);
+    // The step queues the check behind the blocked worker, and waits for
+    // quiet: on a thread of its own.
+    let c = clock.clone();
+    let step = std::thread::spawn(move || {
+        c.set_system_time(c.system_time() + Duration::from_secs(3600));
+    });
+    assert!(
+        eventually(|| pool.metrics().queued_tasks == 1),
+        "the check is queued: {:?}",
+        pool.metrics()
+    );
+    let pending = pool.shutdown_now();
+    assert_eq!(pending.len(), 1, "the wall task only");
+    drop(pending);
+    gate.open();
+    step.join().unwrap();
+    assert!(matches!(lunch.join(), Err(TaskError::Cancelled)));
+    assert!(pool.await_termination(PATIENCE));
+}

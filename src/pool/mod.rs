@@ -531,11 +531,19 @@ impl Pool {
         for stealer in self.stealers.iter() {
             drain(|| stealer.steal(), &mut drained);
         }
+        // Each task once: a wall check, or the entry a task placed again
+        // left behind, is no task to return (`Job::is_users`). They are
+        // given up here, a panic of what they drop reported.
+        let queued = drained.len() - from_the_timer;
+        let (tasks, not_tasks): (Vec<Job>, Vec<Job>) = drained.into_iter().partition(Job::is_users);
+        for job in not_tasks {
+            job.cancel(self);
+        }
         // Those from the queues leave them unrun (the timer's were never
         // queued).
-        self.jobs_ended(drained.len() - from_the_timer);
+        self.jobs_ended(queued);
         self.drained.store(true, Ordering::SeqCst);
-        drained
+        tasks
     }
 
     /// Gives up the jobs left in the queues of a pool whose workers have

@@ -73,6 +73,8 @@ struct VTable {
     cancel: unsafe fn(&mut Slot, &dyn TaskContext),
     /// The id and name of the value's task, if it is a task's.
     identity: unsafe fn(&Slot) -> Option<TaskIdentity>,
+    /// False if it runs no task of the user's (see [`Job::is_users`]).
+    is_users: unsafe fn(&Slot) -> bool,
     /// The `TypeId` of `U`.
     type_id: fn() -> TypeId,
 }
@@ -175,6 +177,8 @@ impl<U: Unit> VTableOf<U> {
         cancel: |slot, ctx| unsafe { take::<U>(slot) }.cancel(ctx),
         // SAFETY: `Job` calls it on the filled slot before the value is taken.
         identity: |slot| unsafe { peek::<U>(slot) }.identity(),
+        // SAFETY: as `identity`'s.
+        is_users: |slot| unsafe { peek::<U>(slot) }.is_users(),
         type_id: TypeId::of::<U>,
     };
 }
@@ -229,6 +233,15 @@ impl Job {
         unsafe { (self.vtable.identity)(&self.slot) }
     }
 
+    /// False for a job that runs no task of the user's: a check of the wall
+    /// clock, or the entry a recurring task left behind when it was placed
+    /// again (stale: it can run nothing). `shutdown_now` gives such jobs up
+    /// instead of returning them, so it returns each task once.
+    pub(crate) fn is_users(&self) -> bool {
+        // SAFETY: as in `identity`.
+        unsafe { (self.vtable.is_users)(&self.slot) }
+    }
+
     /// Gives the job up unrun: drops its closure and cancels its task, if
     /// it has one. A panic of that user code (the closure's destructor, the
     /// task's waker) is reported through `ctx`, never unwound.
@@ -269,6 +282,11 @@ trait Unit: Send + 'static {
     fn identity(&self) -> Option<TaskIdentity> {
         None
     }
+
+    /// See [`Job::is_users`].
+    fn is_users(&self) -> bool {
+        true
+    }
 }
 
 /// A closure from `execute`.
@@ -305,6 +323,12 @@ pub(crate) trait Runnable: Send + Sync + 'static {
     /// The header and name of the user's task this job runs; `None` if it
     /// runs none (a timer future's alarm, a check of the wall clock).
     fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)>;
+
+    /// False if it runs no task of the user's: no identity, or a stale
+    /// entry of a task placed again since (see [`Job::is_users`]).
+    fn is_users(&self) -> bool {
+        self.identity().is_some()
+    }
 }
 
 /// A task with a handle: the queue's reference to its cell (`None` once
@@ -334,6 +358,10 @@ impl<C: Runnable> Unit for TaskRef<C> {
     fn identity(&self) -> Option<TaskIdentity> {
         let (header, name) = self.0.as_ref()?.identity()?;
         Some(header.identity(name))
+    }
+
+    fn is_users(&self) -> bool {
+        self.0.as_ref().is_some_and(|cell| cell.is_users())
     }
 }
 

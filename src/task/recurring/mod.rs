@@ -458,6 +458,10 @@ where
     fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)> {
         Some((&self.header, self.label.name()))
     }
+
+    fn is_users(&self) -> bool {
+        self.header.placement() == 0
+    }
 }
 
 impl<B, G, L> Cancellable for RecurringTask<B, G, L>

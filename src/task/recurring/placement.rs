@@ -321,6 +321,10 @@ where
     fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)> {
         Some((&self.task.header, self.task.label.name()))
     }
+
+    fn is_users(&self) -> bool {
+        self.task.header.placement() == self.placement
+    }
 }
 
 impl<B, G, L> Delayed for Placement<RecurringTask<B, G, L>>
