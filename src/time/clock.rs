@@ -72,6 +72,34 @@ impl Clock {
         }
     }
 
+    /// The monotonic time and the wall time at one instant, for the offset
+    /// between the two clocks (`timer/driver/wall.rs`): two monotonic
+    /// reads around the wall read, their midpoint. A thread preempted
+    /// between two reads (a loaded machine) would see the offset move by
+    /// the preemption, which looks like a step of the wall clock and
+    /// places every task due at a wall time again; so a pair more than
+    /// [`WALL_READ_SPREAD`] apart is read again, up to four times, and the
+    /// tightest is kept.
+    pub(crate) fn now_and_wall(&self) -> (Nanos, SystemTime) {
+        if let Some(manual) = &self.manual {
+            return (manual.now(), manual.system_time());
+        }
+        let mut tightest = None;
+        for _ in 0..4 {
+            let before = self.now();
+            let wall = SystemTime::now();
+            let spread = self.now().saturating_sub(before);
+            let read = (before + spread / 2, wall);
+            if spread <= WALL_READ_SPREAD {
+                return read;
+            }
+            if tightest.is_none_or(|(s, _)| spread < s) {
+                tightest = Some((spread, read));
+            }
+        }
+        tightest.expect("read at least once").1
+    }
+
     /// Nanoseconds since the origin, now.
     #[inline]
     pub(crate) fn now(&self) -> Nanos {
@@ -118,6 +146,12 @@ impl Clock {
         Duration::from_nanos(deadline.saturating_sub(self.now()))
     }
 }
+
+/// How far apart the two monotonic reads of [`Clock::now_and_wall`] may
+/// be (a clock read is tens of nanoseconds; a preemption, tens of
+/// microseconds or more): a tenth of the tolerance of the wall clock's
+/// watch (1 ms, `task/recurring/placement.rs`).
+const WALL_READ_SPREAD: Nanos = 100_000;
 
 /// The offset between a wall clock reading `wall` and a monotonic time
 /// `now` (wall minus monotonic, in nanoseconds since the Unix epoch and

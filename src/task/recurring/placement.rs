@@ -33,7 +33,7 @@ where
     /// runs now (at once if it already does; never if beyond the clock's
     /// range), and the clocks' offset it was computed with.
     pub(super) fn deadline_of_wall(ctx: &dyn TaskContext, at: SystemTime) -> Placed {
-        let (now, wall_now) = (ctx.now(), ctx.clock().system_time());
+        let (now, wall_now) = ctx.clock().now_and_wall();
         let deadline = match at.duration_since(wall_now) {
             Ok(left) => now.saturating_add(nanos(left)),
             Err(_) => now,

@@ -84,9 +84,10 @@ impl Watched {
     }
 }
 
-/// The wall clock minus the monotonic clock, in nanoseconds.
-fn offset(clock: &Clock, now: Nanos) -> i128 {
-    wall_offset(clock.system_time(), now)
+/// The wall clock minus the monotonic clock, in nanoseconds, now.
+fn offset(clock: &Clock) -> i128 {
+    let (now, wall) = clock.now_and_wall();
+    wall_offset(wall, now)
 }
 
 impl Timer {
@@ -94,7 +95,7 @@ impl Timer {
     pub(crate) fn watch_wall(&self, task: CellArc<dyn WallTask>) {
         let mut watched = self.wall.state.lock();
         if watched.offset.is_none() {
-            watched.offset = Some(offset(&self.clock, self.clock.now()));
+            watched.offset = Some(offset(&self.clock));
         }
         if watched.tasks.len() >= watched.prune_at_len {
             let left = watched.prune();
@@ -118,8 +119,7 @@ impl Timer {
         task: CellArc<dyn WallTask>,
         placed: i128,
     ) {
-        let now = self.clock.now();
-        if offset(&self.clock, now).abs_diff(placed) > u128::from(WALL_TOLERANCE) {
+        if offset(&self.clock).abs_diff(placed) > u128::from(WALL_TOLERANCE) {
             pool.hand_over(check_job(task));
             pool.notify();
         }
@@ -144,7 +144,7 @@ impl Timer {
                 return false;
             }
         }
-        let offset = offset(&self.clock, now);
+        let offset = offset(&self.clock);
         let stepped = watched
             .offset
             .is_none_or(|placed| placed.abs_diff(offset) > u128::from(WALL_TOLERANCE));
