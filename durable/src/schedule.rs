@@ -27,7 +27,9 @@ pub enum Schedule {
     After(Duration),
     /// Again and again: the first run a period after it is scheduled, then
     /// every period after the previous run's due time (a period is rounded
-    /// up to the microsecond).
+    /// up to the microsecond). A retried run was due at its retry's time,
+    /// so a failure moves the period's phase by its back-off; a schedule
+    /// that must stay on a grid (on the hour) is a [`Cron`](Self::Cron).
     Every(Duration),
     /// Again and again, at the times of a cron expression (5 or 6 fields,
     /// or `@daily` and friends) in an IANA time zone (see
