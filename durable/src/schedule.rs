@@ -26,10 +26,10 @@ pub enum Schedule {
     /// time it ends at).
     After(Duration),
     /// Again and again: the first run a period after it is scheduled, then
-    /// every period after the previous run's due time (a period is rounded
-    /// up to the microsecond). A retried run was due at its retry's time,
-    /// so a failure moves the period's phase by its back-off; a schedule
-    /// that must stay on a grid (on the hour) is a [`Cron`](Self::Cron).
+    /// every period after the previous occurrence's due time (a period is
+    /// rounded up to the microsecond). Retries of a failed occurrence run
+    /// at their back-off's times and never move the schedule: the next
+    /// occurrence is a period after the failed one's.
     Every(Duration),
     /// Again and again, at the times of a cron expression (5 or 6 fields,
     /// or `@daily` and friends) in an IANA time zone (see

@@ -267,3 +267,61 @@ fn a_dead_occurrence_never_ends_a_recurring_job() {
         assert!(jobs.shutdown(Duration::from_secs(10)), "{kind:?}");
     }
 }
+
+/// Retries never move a fixed period's schedule: an hourly job whose
+/// occurrence succeeds on its second attempt, a second late, runs next on
+/// the hour, not an hour after the retry. Before, the retry's time
+/// replaced the occurrence's, and every failure shifted the schedule by
+/// its back-off for good. Under a manual clock.
+#[test]
+fn a_retry_never_moves_a_periodic_schedule() {
+    use chronopool::{ManualClock, MissedRuns, ScheduledExecutor};
+    use chronopool_durable::{Config, Job};
+    use std::sync::Mutex;
+    use std::time::SystemTime;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+    for kind in BOTH {
+        for missed in [MissedRuns::Skip, MissedRuns::Burst, MissedRuns::Delay] {
+            let store = Store::new(kind);
+            let clock = ManualClock::new();
+            let pool = ScheduledExecutor::builder()
+                .worker_threads(2)
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let mut config = Config::default();
+            config.window = 24 * HOUR;
+            config.poll_interval = 12 * HOUR;
+            config.retry =
+                Backoff::exponential(Duration::from_secs(1), 1.0, Duration::from_secs(1));
+            let jobs = store.open(&pool, config);
+            let dues = Arc::new(Mutex::new(Vec::<(SystemTime, u32)>::new()));
+            let d = dues.clone();
+            jobs.register("hourly", move |job| {
+                d.lock().unwrap().push((job.due(), job.attempt()));
+                // Every occurrence fails once, then succeeds.
+                if job.attempt() == 1 {
+                    Err("once".into())
+                } else {
+                    Ok(())
+                }
+            });
+            jobs.start().unwrap();
+            let start = clock.system_time();
+            jobs.schedule_all(vec![
+                Job::new("h", "hourly", "", Schedule::Every(HOUR)).missed_runs(missed)
+            ])
+            .unwrap();
+            clock.advance(3 * HOUR + Duration::from_secs(10));
+            let second = Duration::from_secs(1);
+            let expected: Vec<(SystemTime, u32)> = (1..=3)
+                .flat_map(|n| [(start + n * HOUR, 1), (start + n * HOUR + second, 2)])
+                .collect();
+            assert_eq!(*dues.lock().unwrap(), expected, "{kind:?}, {missed:?}");
+            let h = jobs.job("h").unwrap().unwrap();
+            assert_eq!(h.next_fire, start + 4 * HOUR, "{kind:?}, {missed:?}");
+            assert!(jobs.shutdown(Duration::from_secs(10)), "{kind:?}");
+        }
+    }
+}

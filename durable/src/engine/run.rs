@@ -255,7 +255,7 @@ fn too_late(row: &Row, now: Micros) -> bool {
 /// on), or is done.
 fn skip(shared: &Shared, row: &Row, now: Micros) -> Finish {
     let next = Recurrence::decode(&row.recurrence)
-        .and_then(|r| r.after_run(row.next_fire, now, MissedRuns::Skip));
+        .and_then(|r| r.after_run(row.occurrence, now, MissedRuns::Skip));
     match next {
         Ok(Some(next)) => Finish::Next { next_fire: next },
         Ok(None) => Finish::Done {
@@ -275,7 +275,7 @@ fn finish_of(shared: &Shared, row: &Row, outcome: Result<(), JobError>) -> Finis
     let error = match outcome {
         Ok(()) => {
             let next = Recurrence::decode(&row.recurrence)
-                .and_then(|r| r.after_run(row.next_fire, now, row.missed));
+                .and_then(|r| r.after_run(row.occurrence, now, row.missed));
             return match next {
                 Ok(Some(next_fire)) => Finish::Next { next_fire },
                 Ok(None) => Finish::Done {
@@ -337,7 +337,7 @@ fn failed(shared: &Shared, row: &Row, now: Micros, error: JobError) -> Finish {
 /// left, is dead.
 fn dead(row: &Row, now: Micros, error: String) -> Finish {
     let next = Recurrence::decode(&row.recurrence)
-        .and_then(|r| r.after_run(row.next_fire, now, row.missed));
+        .and_then(|r| r.after_run(row.occurrence, now, row.missed));
     match next {
         Ok(Some(next_fire)) => Finish::DeadOccurrence { next_fire, error },
         // No occurrence left, or none that can be computed: the job is.

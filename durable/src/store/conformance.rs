@@ -747,6 +747,76 @@ pub(crate) fn history_limits_and_pauses_hold(conn: &mut dyn Conn) {
     );
 }
 
+/// A retry keeps the occurrence it belongs to (`Row::occurrence`), across
+/// retries and releases, until the job goes on to an occurrence of its own
+/// or gets a new schedule: replaced, rescheduled or revived (a `KeepTime`
+/// upsert keeps it, as it keeps the time).
+pub(crate) fn a_retry_keeps_its_occurrence(conn: &mut dyn Conn) {
+    let a = Owner::new(None);
+    let occurrence = |conn: &mut dyn Conn| {
+        let row = conn.get("e").unwrap().unwrap();
+        (row.next_fire, row.occurrence)
+    };
+    let retry = |at: Micros| Finish::Retry {
+        next_fire: at,
+        error: "boom".into(),
+        uncount: false,
+    };
+    conn.upsert(&[every_hour("e", T0, IfExists::Replace)])
+        .unwrap();
+    assert_eq!(occurrence(conn), (T0, T0));
+    assert_eq!(claim(conn, &a, &["e"], 1, T0).claimed[0].occurrence, T0);
+    assert!(end(conn, &a, "e", 1, retry(T0 + 5 * S)));
+    assert_eq!(occurrence(conn), (T0 + 5 * S, T0), "a retry keeps it");
+    assert_eq!(
+        claim(conn, &a, &["e"], 2, T0 + 5 * S).claimed[0].occurrence,
+        T0
+    );
+    assert!(end(conn, &a, "e", 2, retry(T0 + 9 * S)));
+    assert_eq!(occurrence(conn), (T0 + 9 * S, T0), "and a second");
+    claim(conn, &a, &["e"], 3, T0 + 9 * S);
+    assert!(end(conn, &a, "e", 3, Finish::Release));
+    assert_eq!(occurrence(conn), (T0 + 9 * S, T0), "a release too");
+    claim(conn, &a, &["e"], 4, T0 + 9 * S);
+    let next = T0 + 3600 * S;
+    assert!(end(conn, &a, "e", 4, Finish::Next { next_fire: next }));
+    assert_eq!(occurrence(conn), (next, next), "the next occurrence's own");
+    let retried = |conn: &mut dyn Conn, run: i64| {
+        claim(conn, &a, &["e"], run, next);
+        assert!(end(conn, &a, "e", run, retry(next + S)));
+        assert_eq!(occurrence(conn), (next + S, next));
+    };
+    retried(conn, 5);
+    conn.upsert(&[every_hour("e", T0 + 7200 * S, IfExists::KeepTime)])
+        .unwrap();
+    assert_eq!(occurrence(conn), (next + S, next), "KeepTime keeps it");
+    conn.upsert(&[every_hour("e", T0 + 7200 * S, IfExists::Replace)])
+        .unwrap();
+    assert_eq!(occurrence(conn), (T0 + 7200 * S, T0 + 7200 * S), "replaced");
+    conn.upsert(&[every_hour("e", next, IfExists::Replace)])
+        .unwrap();
+    retried(conn, 6);
+    assert!(conn
+        .reschedule("e", "every 60000000us", T0 + 9000 * S)
+        .unwrap());
+    assert_eq!(
+        occurrence(conn),
+        (T0 + 9000 * S, T0 + 9000 * S),
+        "rescheduled"
+    );
+    conn.upsert(&[every_hour("e", next, IfExists::Replace)])
+        .unwrap();
+    retried(conn, 7);
+    claim(conn, &a, &["e"], 8, next + S);
+    let dead = Finish::Dead {
+        error: "gone".into(),
+        at: next + S,
+    };
+    assert!(end(conn, &a, "e", 8, dead));
+    assert!(conn.revive("e", next + 2 * S).unwrap());
+    assert_eq!(occurrence(conn), (next + 2 * S, next + 2 * S), "revived");
+}
+
 pub(crate) fn all(mut fresh: impl FnMut() -> Box<dyn Conn>) {
     history_limits_and_pauses_hold(&mut *fresh());
     one_claim_wins_and_only_the_fence_holder_finishes(&mut *fresh());
@@ -755,5 +825,6 @@ pub(crate) fn all(mut fresh: impl FnMut() -> Box<dyn Conn>) {
     if_exists_edges_hold(&mut *fresh());
     claims_are_idempotent_and_releases_uncount(&mut *fresh());
     finishes_move_the_row_as_the_protocol_says(&mut *fresh());
+    a_retry_keeps_its_occurrence(&mut *fresh());
     due_lists_this_schedulers_jobs_first(&mut *fresh());
 }

@@ -161,6 +161,11 @@ pub(crate) struct Row {
     /// Paused: neither placed nor claimed (by itself; a paused handler
     /// name pauses its jobs too, without marking them).
     pub(crate) paused: bool,
+    /// When the occurrence this run belongs to was due: `next_fire`, but
+    /// for a retry, whose `next_fire` is the retry's time. A recurring
+    /// job's next occurrence follows from it, so a retry never moves the
+    /// schedule.
+    pub(crate) occurrence: Micros,
 }
 
 /// A job to store (upsert).
@@ -290,6 +295,11 @@ pub(crate) struct Ending<'a> {
     pub(crate) error: Option<&'a str>,
     pub(crate) keep_error: bool,
     pub(crate) finished_at: Option<Micros>,
+    /// The stored occurrence (`Row::occurrence`): `"keep"` it, `"retry"`
+    /// (keep it, or take the fire time being left: the retry's
+    /// occurrence), or anything else to clear it (`"next"`: the job goes
+    /// on to an occurrence of its own, or ends).
+    pub(crate) occurrence: &'static str,
 }
 
 impl Finish {
@@ -314,6 +324,7 @@ impl Finish {
             error: None,
             keep_error: false,
             finished_at: None,
+            occurrence: "next",
         };
         match self {
             Finish::Done { at, .. } => Ending {
@@ -334,6 +345,7 @@ impl Finish {
                 next_fire: Some(*next_fire),
                 uncount: i64::from(*uncount),
                 error: Some(error),
+                occurrence: "retry",
                 ..base
             },
             Finish::Dead { error, at } => Ending {
@@ -351,6 +363,7 @@ impl Finish {
             Finish::Release => Ending {
                 uncount: 1,
                 keep_error: true,
+                occurrence: "keep",
                 ..base
             },
         }

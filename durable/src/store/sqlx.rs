@@ -127,6 +127,7 @@ impl AsyncStatements for sqlx::Transaction<'_, sqlx::Postgres> {
                     .bind(&c.keep_errors)
                     .bind(&c.finished)
                     .bind(run.owner)
+                    .bind(&c.occurrences)
                     .execute(&mut **self)
                     .await
             }
@@ -232,6 +233,7 @@ impl AsyncStatements for sqlx::Transaction<'_, sqlx::Sqlite> {
                     .bind(e.error)
                     .bind(e.keep_error)
                     .bind(e.finished_at)
+                    .bind(e.occurrence)
                     .execute(&mut **self)
                     .await
             }

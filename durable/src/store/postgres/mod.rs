@@ -69,12 +69,13 @@ use crate::schedule::{missed_name, missed_of};
 use crate::time::{self, Micros};
 
 /// `MIGRATIONS[v]` takes the schema from version `v` to `v + 1`.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_finished_at.sql"),
     include_str!("migrations/0003_fences_and_timestamps.sql"),
     include_str!("migrations/0004_replaced.sql"),
     include_str!("migrations/0005_control_and_history.sql"),
+    include_str!("migrations/0006_occurrence.sql"),
 ];
 
 /// The schema's version once migrated.
@@ -89,7 +90,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The columns of a [`Row`], in `row_of`'s order.
 const COLUMNS: &str = "key, name, payload, recurrence, next_fire, state, attempt, missed, \
-                       catch_up, last_error, owner_name, lease_until, paused";
+                       catch_up, last_error, owner_name, lease_until, paused, \
+                       coalesce(occurrence, next_fire)";
 
 /// A job that may be placed or claimed: not paused, nor its handler.
 const NOT_PAUSED: &str = "NOT paused AND name NOT IN (SELECT name FROM chronopool_paused_names)";
@@ -377,6 +379,7 @@ fn row_of(r: &postgres::Row) -> Result<Row, postgres::Error> {
         owner_name: r.try_get(10)?,
         lease_until: r.try_get::<_, Option<SystemTime>>(11)?.map(micros_of),
         paused: r.try_get(12)?,
+        occurrence: micros_of(r.try_get(13)?),
     })
 }
 
@@ -504,14 +507,17 @@ pub(crate) const END_DELETE: &str = "
     RETURNING f.key, f.run";
 
 /// The ends that keep their rows: keys, runs, then the `Ending`s' values
-/// in their field order (times in microseconds), then the owner (`$10`);
-/// the fences that held.
+/// in their field order (times in microseconds) but the last, then the
+/// owner (`$10`), then the last (`occurrence`, `$11`); the fences that
+/// held.
 pub(crate) const END_UPDATE: &str = concat!(
     "UPDATE chronopool_jobs AS j SET
         state = f.state,
         next_fire = coalesce(",
     at_micros!("f.next_fire"),
     ", j.next_fire),
+        occurrence = CASE f.occurrence WHEN 'keep' THEN j.occurrence
+                                       WHEN 'retry' THEN coalesce(j.occurrence, j.next_fire) END,
         attempt = CASE WHEN f.reset THEN 0 ELSE greatest(j.attempt - f.uncount, 0) END,
         last_error = CASE WHEN f.keep_error THEN j.last_error ELSE f.error END,
         finished_at = ",
@@ -519,8 +525,9 @@ pub(crate) const END_UPDATE: &str = concat!(
     ",
         owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL, lease_until = NULL
     FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bool[], $6::bigint[],
-                $7::text[], $8::bool[], $9::bigint[])
-         AS f(key, run, state, next_fire, reset, uncount, error, keep_error, finished_at)
+                $7::text[], $8::bool[], $9::bigint[], $11::text[])
+         AS f(key, run, state, next_fire, reset, uncount, error, keep_error, finished_at,
+              occurrence)
     WHERE j.key = f.key AND j.run = f.run AND j.owner = $10 AND j.state = 'running'
       AND NOT j.replaced
     RETURNING f.key, f.run"
@@ -553,6 +560,7 @@ pub(crate) struct EndColumns<'a> {
     pub(crate) errors: Vec<Option<&'a str>>,
     pub(crate) keep_errors: Vec<bool>,
     pub(crate) finished: Vec<Option<Micros>>,
+    pub(crate) occurrences: Vec<&'static str>,
 }
 
 impl<'a> EndColumns<'a> {
@@ -567,6 +575,7 @@ impl<'a> EndColumns<'a> {
             errors: Vec::new(),
             keep_errors: Vec::new(),
             finished: Vec::new(),
+            occurrences: Vec::new(),
         };
         for (fence, finish) in ends {
             let e = finish.ending();
@@ -579,6 +588,7 @@ impl<'a> EndColumns<'a> {
             c.errors.push(e.error);
             c.keep_errors.push(e.keep_error);
             c.finished.push(e.finished_at);
+            c.occurrences.push(e.occurrence);
         }
         c
     }
@@ -617,6 +627,7 @@ fn end_runs(
                 &c.keep_errors,
                 &c.finished,
                 &owner,
+                &c.occurrences,
             ],
         )?;
         held.extend(fences_of(&rows)?);
@@ -747,6 +758,8 @@ pub(crate) const UPSERT: &str = "
                           THEN j.recurrence ELSE excluded.recurrence END,
         next_fire = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running')
                          THEN j.next_fire ELSE excluded.next_fire END,
+        occurrence = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running')
+                          THEN j.occurrence END,
         missed = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running')
                       THEN j.missed ELSE excluded.missed END,
         catch_up = CASE WHEN $8 = 'keep_time' AND j.state IN ('scheduled', 'running')
@@ -1267,7 +1280,7 @@ impl Conn for PgConn {
     ) -> Result<bool, StoreError> {
         self.run(|c| {
             c.execute(
-                "UPDATE chronopool_jobs SET recurrence = $2, next_fire = $3,
+                "UPDATE chronopool_jobs SET recurrence = $2, next_fire = $3, occurrence = NULL,
                      seq = nextval('chronopool_jobs_seq'),
                      replaced = (state = 'running'),
                      attempt = CASE WHEN state = 'running' THEN attempt ELSE 0 END,
@@ -1365,7 +1378,7 @@ impl Conn for PgConn {
         self.run(|c| {
             c.execute(
                 "UPDATE chronopool_jobs SET state = 'scheduled', next_fire = $2, attempt = 0,
-                     finished_at = NULL, seq = nextval('chronopool_jobs_seq')
+                     occurrence = NULL, finished_at = NULL, seq = nextval('chronopool_jobs_seq')
                  WHERE key = $1 AND state = 'dead'",
                 &[&key, &at(now)],
             )

@@ -46,12 +46,13 @@ use crate::schedule::{missed_name, missed_of};
 use crate::time::Micros;
 
 /// `MIGRATIONS[v]` takes a file at version `v` to `v + 1`.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_finished_at.sql"),
     include_str!("migrations/0003_fences_and_microseconds.sql"),
     include_str!("migrations/0004_replaced.sql"),
     include_str!("migrations/0005_control_and_history.sql"),
+    include_str!("migrations/0006_occurrence.sql"),
 ];
 
 /// The schema's version once migrated.
@@ -62,7 +63,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The columns of a [`Row`], in `row_of`'s order.
 const COLUMNS: &str = "key, name, payload, recurrence, next_fire, state, attempt, missed, \
-                       catch_up, last_error, owner_name, lease_until, paused";
+                       catch_up, last_error, owner_name, lease_until, paused, \
+                       coalesce(occurrence, next_fire)";
 
 /// A job that may be placed or claimed: not paused, nor its handler.
 const NOT_PAUSED: &str = "paused = 0 AND name NOT IN (SELECT name FROM chronopool_paused_names)";
@@ -95,6 +97,8 @@ pub(crate) const UPSERT: &str = "
                           THEN recurrence ELSE excluded.recurrence END,
         next_fire = CASE WHEN ?9 = 'keep_time' AND state IN ('scheduled', 'running')
                          THEN next_fire ELSE excluded.next_fire END,
+        occurrence = CASE WHEN ?9 = 'keep_time' AND state IN ('scheduled', 'running')
+                          THEN occurrence END,
         missed = CASE WHEN ?9 = 'keep_time' AND state IN ('scheduled', 'running') THEN missed
                       ELSE excluded.missed END,
         catch_up = CASE WHEN ?9 = 'keep_time' AND state IN ('scheduled', 'running')
@@ -367,6 +371,7 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         owner_name: r.get(10)?,
         lease_until: r.get(11)?,
         paused: r.get(12)?,
+        occurrence: r.get(13)?,
     })
 }
 
@@ -449,6 +454,8 @@ pub(crate) const END_DELETE: &str = "DELETE FROM chronopool_jobs
 /// the [`Ending`](crate::store::Ending)'s values in its field order.
 pub(crate) const END_UPDATE: &str = "UPDATE chronopool_jobs SET
         state = ?4, next_fire = coalesce(?5, next_fire),
+        occurrence = CASE ?11 WHEN 'keep' THEN occurrence
+                              WHEN 'retry' THEN coalesce(occurrence, next_fire) END,
         attempt = CASE WHEN ?6 THEN 0 ELSE max(attempt - ?7, 0) END,
         last_error = CASE WHEN ?9 THEN last_error ELSE ?8 END, finished_at = ?10,
         owner = NULL, run = NULL, owner_name = NULL, owner_lock = NULL, lease_until = NULL
@@ -487,7 +494,8 @@ fn finish_one(
             e.uncount,
             e.error,
             e.keep_error,
-            e.finished_at
+            e.finished_at,
+            e.occurrence
         ])?
     };
     if changed == 1 {
@@ -931,6 +939,7 @@ impl Conn for SqliteConn {
             let seq = draw_seq(tx, 1)? + 1;
             tx.execute(
                 "UPDATE chronopool_jobs SET recurrence = ?2, next_fire = ?3, seq = ?4,
+                     occurrence = NULL,
                      replaced = (state = 'running'),
                      attempt = CASE WHEN state = 'running' THEN attempt ELSE 0 END,
                      last_error = CASE WHEN state = 'running' THEN last_error END
@@ -1033,7 +1042,7 @@ impl Conn for SqliteConn {
         let revived = tx
             .execute(
                 "UPDATE chronopool_jobs SET state = 'scheduled', next_fire = ?2, attempt = 0,
-                     finished_at = NULL, seq = ?3
+                     occurrence = NULL, finished_at = NULL, seq = ?3
                  WHERE key = ?1 AND state = 'dead'",
                 params![key, now, seq],
             )
