@@ -180,18 +180,19 @@ impl DurableScheduler {
         let (from, to) = (time::micros_saturating(from), time::micros_saturating(to));
         let mut jobs = Vec::new();
         // A period's occurrences keep the job's phase: they are its next
-        // fire time less (or plus) whole periods. A cron expression's are
-        // its own.
+        // occurrence's time (not a retry's) less (or plus) whole periods.
+        // A cron expression's are its own.
+        let phase = row.occurrence;
         let mut next = match recurrence {
             // The earliest occurrence at or after `from`: whole periods
-            // back from the fire time (rounded down), or forward (up).
-            Recurrence::Every(period) if row.next_fire >= from => {
-                let periods = (row.next_fire - from) / period;
-                Some(row.next_fire - periods.saturating_mul(period))
+            // back from the occurrence (rounded down), or forward (up).
+            Recurrence::Every(period) if phase >= from => {
+                let periods = (phase - from) / period;
+                Some(phase - periods.saturating_mul(period))
             }
             Recurrence::Every(period) => {
-                let periods = periods_in(from - row.next_fire, period);
-                Some(time::add(row.next_fire, periods.saturating_mul(period)))
+                let periods = periods_in(from - phase, period);
+                Some(time::add(phase, periods.saturating_mul(period)))
             }
             _ => recurrence.next_after(from.saturating_sub(1))?,
         };

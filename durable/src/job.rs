@@ -16,7 +16,8 @@ use crate::time;
 /// A job's handler: it gets the job's context and returns `Err` when the
 /// run failed. A [retryable](JobError::retry) failure is retried after a
 /// back-off, a [permanent](JobError::permanent) one makes the job dead at
-/// once. A panic is a retryable failure.
+/// once (a recurring job's occurrence: the job goes on to its next). A
+/// panic is a retryable failure.
 pub type Handler = dyn Fn(&JobContext<'_>) -> Result<(), JobError> + Send + Sync;
 
 /// A job to store: its key, the name of its handler, its payload and its
@@ -212,7 +213,9 @@ impl JobContext<'_> {
     /// Its payload read as JSON (`serde` feature). A payload that cannot
     /// be read as a `T` is a [permanent](JobError::permanent) error, so
     /// `job.json()?` makes such a job dead with the reason instead of
-    /// retrying what cannot succeed.
+    /// retrying what cannot succeed (a recurring job: each occurrence, with
+    /// the reason as its last error, until its payload is mended or it is
+    /// cancelled).
     ///
     /// # Errors
     ///
@@ -282,7 +285,9 @@ impl JobError {
     /// A failure no retry can mend (a payload the handler cannot read, a
     /// record that is gone): the job is dead at once, kept with `message`
     /// for inspection and a manual
-    /// [`retry`](crate::DurableScheduler::retry).
+    /// [`retry`](crate::DurableScheduler::retry). For a recurring job only
+    /// this occurrence is: the job goes on to its next, `message` kept as
+    /// its last error.
     pub fn permanent(message: impl fmt::Display) -> JobError {
         JobError {
             message: message.to_string(),

@@ -146,7 +146,8 @@ pub enum RunOutcome {
     Succeeded,
     /// It failed and will be retried.
     Failed,
-    /// It failed for the last time: the job is dead.
+    /// It failed for the last time: the job is dead (a recurring job's
+    /// occurrence is, and the job goes on to its next).
     Dead,
     /// Its occurrence was later than the job's catch-up window: not run.
     Skipped,

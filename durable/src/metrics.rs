@@ -50,7 +50,8 @@ pub struct DurableMetrics {
     /// Runs that failed and wait for another attempt (or, for a job no
     /// handler here runs, for a scheduler that has its handler).
     pub retried: u64,
-    /// Runs after which their job is dead.
+    /// Runs that failed for the last time: their job is dead, or for a
+    /// recurring job, their occurrence (the job goes on to its next).
     pub dead: u64,
     /// Claims given back unrun, their attempt not counted: the executor
     /// refused the run (it was shut down), or dropped it unrun.
@@ -223,7 +224,11 @@ impl Counters {
                 )
             }
             Outcome::Retried => tracing::info!(key = _key, error = _error, "job retried"),
-            Outcome::Dead => tracing::warn!(key = _key, error = _error, "job dead"),
+            Outcome::Dead => tracing::warn!(
+                key = _key,
+                error = _error,
+                "job (or its recurring occurrence) dead"
+            ),
             Outcome::Released => tracing::debug!(key = _key, "claim released unrun"),
             Outcome::Lost => tracing::warn!(
                 key = _key,

@@ -79,7 +79,8 @@ impl DurableScheduler {
     /// as [`register`](Self::register) does; it gets the job's context and
     /// its arguments, read from the payload. A payload that is not an `A`
     /// (stored by other code under the same name) makes the job dead at
-    /// once, with the reason as its last error: retrying cannot help.
+    /// once, with the reason as its last error: retrying cannot help (a
+    /// recurring job: the occurrence, each time).
     pub fn register_typed<A: JobArgs>(
         &self,
         handler: impl Fn(&JobContext<'_>, A) -> Result<(), JobError> + Send + Sync + 'static,

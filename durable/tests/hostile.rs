@@ -313,7 +313,27 @@ fn a_retry_never_moves_a_periodic_schedule() {
                 Job::new("h", "hourly", "", Schedule::Every(HOUR)).missed_runs(missed)
             ])
             .unwrap();
-            clock.advance(3 * HOUR + Duration::from_secs(10));
+            // The first occurrence's first attempt failed: it waits for its
+            // retry, a second later. A backfill follows the schedule's
+            // phase, not the retry's.
+            clock.advance(HOUR);
+            let backfill = |at: SystemTime| {
+                let micros = at
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_micros();
+                format!("h@backfill-{micros}")
+            };
+            if missed == MissedRuns::Skip {
+                let (from, to) = (start + 5 * HOUR, start + 7 * HOUR);
+                assert_eq!(jobs.backfill("h", from, to).unwrap(), 2, "{kind:?}");
+                for at in [from, from + HOUR] {
+                    let key = backfill(at);
+                    assert!(jobs.job(&key).unwrap().is_some(), "{kind:?}: {key}");
+                    assert!(jobs.cancel(&key).unwrap(), "{kind:?}");
+                }
+            }
+            clock.advance(2 * HOUR + Duration::from_secs(10));
             let second = Duration::from_secs(1);
             let expected: Vec<(SystemTime, u32)> = (1..=3)
                 .flat_map(|n| [(start + n * HOUR, 1), (start + n * HOUR + second, 2)])
@@ -321,6 +341,63 @@ fn a_retry_never_moves_a_periodic_schedule() {
             assert_eq!(*dues.lock().unwrap(), expected, "{kind:?}, {missed:?}");
             let h = jobs.job("h").unwrap().unwrap();
             assert_eq!(h.next_fire, start + 4 * HOUR, "{kind:?}, {missed:?}");
+            assert!(jobs.shutdown(Duration::from_secs(10)), "{kind:?}");
+        }
+    }
+}
+
+/// An occurrence that dies after its retries hands the schedule on from
+/// its own due time, not from its last retry's: an hourly job that always
+/// fails still tries on the hour, each policy alike.
+#[test]
+fn a_dead_occurrence_keeps_a_periodic_schedule() {
+    use chronopool::{ManualClock, MissedRuns, ScheduledExecutor};
+    use chronopool_durable::{Config, Job};
+    use std::sync::Mutex;
+    use std::time::SystemTime;
+
+    const HOUR: Duration = Duration::from_secs(3600);
+    for kind in BOTH {
+        for missed in [MissedRuns::Skip, MissedRuns::Burst, MissedRuns::Delay] {
+            let store = Store::new(kind);
+            let clock = ManualClock::new();
+            let pool = ScheduledExecutor::builder()
+                .worker_threads(2)
+                .clock(clock.clone())
+                .build()
+                .unwrap();
+            let mut config = Config::default();
+            config.window = 24 * HOUR;
+            config.poll_interval = 12 * HOUR;
+            config.max_attempts = 2;
+            config.retry =
+                Backoff::exponential(Duration::from_secs(1), 1.0, Duration::from_secs(1));
+            let jobs = store.open(&pool, config);
+            let dues = Arc::new(Mutex::new(Vec::<(SystemTime, u32)>::new()));
+            let d = dues.clone();
+            jobs.register("hourly", move |job| {
+                d.lock().unwrap().push((job.due(), job.attempt()));
+                Err("always".into())
+            });
+            jobs.start().unwrap();
+            let start = clock.system_time();
+            jobs.schedule_all(vec![
+                Job::new("h", "hourly", "", Schedule::Every(HOUR)).missed_runs(missed)
+            ])
+            .unwrap();
+            clock.advance(2 * HOUR + Duration::from_secs(10));
+            let second = Duration::from_secs(1);
+            let expected: Vec<(SystemTime, u32)> = (1..=2)
+                .flat_map(|n| [(start + n * HOUR, 1), (start + n * HOUR + second, 2)])
+                .collect();
+            assert_eq!(*dues.lock().unwrap(), expected, "{kind:?}, {missed:?}");
+            let h = jobs.job("h").unwrap().unwrap();
+            assert_eq!(
+                (h.state, h.next_fire),
+                (JobState::Scheduled, start + 3 * HOUR),
+                "{kind:?}, {missed:?}"
+            );
+            assert_eq!(jobs.metrics().dead, 2, "{kind:?}, {missed:?}");
             assert!(jobs.shutdown(Duration::from_secs(10)), "{kind:?}");
         }
     }

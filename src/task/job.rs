@@ -325,7 +325,10 @@ pub(crate) trait Runnable: Send + Sync + 'static {
     fn identity(&self) -> Option<(&Header, Option<&StdArc<str>>)>;
 
     /// False if it runs no task of the user's: no identity, or a stale
-    /// entry of a task placed again since (see [`Job::is_users`]).
+    /// entry of a task placed again since (see [`Job::is_users`]). Only
+    /// the placement counts, not whether the task is final: the entry of
+    /// a task cancelled since is still that task's, and `shutdown_now`
+    /// returns it as it always did.
     fn is_users(&self) -> bool {
         self.identity().is_some()
     }

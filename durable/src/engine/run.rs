@@ -254,43 +254,39 @@ fn too_late(row: &Row, now: Micros) -> bool {
 /// next occurrence after now (on its schedule, as `MissedRuns::Skip` goes
 /// on), or is done.
 fn skip(shared: &Shared, row: &Row, now: Micros) -> Finish {
-    let next = Recurrence::decode(&row.recurrence)
-        .and_then(|r| r.after_run(row.occurrence, now, MissedRuns::Skip));
-    match next {
-        Ok(Some(next)) => Finish::Next { next_fire: next },
+    went_on(shared, row, now, MissedRuns::Skip)
+}
+
+/// The fire time of `row`'s occurrence after the one that just ended
+/// (ran, was skipped or failed for the last time), now, by `missed`:
+/// from the occurrence's due time, never a retry's, so a retry never
+/// moves the schedule. `None` if the job has no more.
+fn next_occurrence(row: &Row, now: Micros, missed: MissedRuns) -> Result<Option<Micros>, String> {
+    Recurrence::decode(&row.recurrence)
+        .and_then(|r| r.after_run(row.occurrence, now, missed))
+        .map_err(|e| stored_error(&e.to_string()))
+}
+
+/// The finish of `row`'s occurrence that ended well (ran, or was skipped),
+/// now: the job goes on to its next occurrence by `missed`, or is done.
+fn went_on(shared: &Shared, row: &Row, now: Micros, missed: MissedRuns) -> Finish {
+    match next_occurrence(row, now, missed) {
+        Ok(Some(next_fire)) => Finish::Next { next_fire },
         Ok(None) => Finish::Done {
             at: now,
             keep: !shared.config.keep_done.is_zero(),
         },
-        Err(e) => Finish::Dead {
-            error: stored_error(&e.to_string()),
-            at: now,
-        },
+        Err(error) => Finish::Dead { error, at: now },
     }
 }
 
 /// The finish of a run of `row` that ended with `outcome`, now.
 fn finish_of(shared: &Shared, row: &Row, outcome: Result<(), JobError>) -> Finish {
     let now = shared.now_micros();
-    let error = match outcome {
-        Ok(()) => {
-            let next = Recurrence::decode(&row.recurrence)
-                .and_then(|r| r.after_run(row.occurrence, now, row.missed));
-            return match next {
-                Ok(Some(next_fire)) => Finish::Next { next_fire },
-                Ok(None) => Finish::Done {
-                    at: now,
-                    keep: !shared.config.keep_done.is_zero(),
-                },
-                Err(e) => Finish::Dead {
-                    error: stored_error(&e.to_string()),
-                    at: now,
-                },
-            };
-        }
-        Err(error) => error,
-    };
-    failed(shared, row, now, error)
+    match outcome {
+        Ok(()) => went_on(shared, row, now, row.missed),
+        Err(error) => failed(shared, row, now, error),
+    }
 }
 
 /// The most bytes of a failure's message that are stored.
@@ -336,12 +332,14 @@ fn failed(shared: &Shared, row: &Row, now: Micros, error: JobError) -> Finish {
 /// policy, as after a run), a one-shot job, or one with no occurrence
 /// left, is dead.
 fn dead(row: &Row, now: Micros, error: String) -> Finish {
-    let next = Recurrence::decode(&row.recurrence)
-        .and_then(|r| r.after_run(row.occurrence, now, row.missed));
-    match next {
+    match next_occurrence(row, now, row.missed) {
         Ok(Some(next_fire)) => Finish::DeadOccurrence { next_fire, error },
-        // No occurrence left, or none that can be computed: the job is.
-        _ => Finish::Dead { error, at: now },
+        Ok(None) => Finish::Dead { error, at: now },
+        // Its schedule cannot go on either: the job is dead, saying both.
+        Err(schedule) => Finish::Dead {
+            error: stored_error(&format!("{error}; its schedule: {schedule}")),
+            at: now,
+        },
     }
 }
 

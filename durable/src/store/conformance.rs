@@ -808,11 +808,23 @@ pub(crate) fn a_retry_keeps_its_occurrence(conn: &mut dyn Conn) {
         .unwrap();
     retried(conn, 7);
     claim(conn, &a, &["e"], 8, next + S);
+    let after = T0 + 7200 * S;
+    let dead_occurrence = Finish::DeadOccurrence {
+        next_fire: after,
+        error: "gone".into(),
+    };
+    assert!(end(conn, &a, "e", 8, dead_occurrence));
+    assert_eq!(occurrence(conn), (after, after), "a dead occurrence's next");
+    conn.upsert(&[every_hour("e", next, IfExists::Replace)])
+        .unwrap();
+    retried(conn, 9);
+    claim(conn, &a, &["e"], 10, next + S);
     let dead = Finish::Dead {
         error: "gone".into(),
         at: next + S,
     };
-    assert!(end(conn, &a, "e", 8, dead));
+    assert!(end(conn, &a, "e", 10, dead));
+    assert_eq!(occurrence(conn), (next + S, next + S), "dead: cleared");
     assert!(conn.revive("e", next + 2 * S).unwrap());
     assert_eq!(occurrence(conn), (next + 2 * S, next + 2 * S), "revived");
 }

@@ -38,7 +38,9 @@
 //! doubled since its last pruning (an idle manual clock, on which tasks
 //! are scheduled and cancelled, holds at most twice its live tasks); a
 //! check job holds the task it checks, and is dropped on the worker that
-//! runs it, behind the worker's unwind boundary.
+//! runs it, behind the worker's unwind boundary (or by `shutdown_now`,
+//! which gives queued checks up on its caller's thread, their drops
+//! reported as any given-up job's).
 
 use crate::sync::{AtomicUsize, CellArc, CellWeak, Mutex, Ordering};
 use crate::task::delayed::check_job;
