@@ -224,11 +224,8 @@ impl Counters {
                 )
             }
             Outcome::Retried => tracing::info!(key = _key, error = _error, "job retried"),
-            Outcome::Dead => tracing::warn!(
-                key = _key,
-                error = _error,
-                "job (or its recurring occurrence) dead"
-            ),
+            // For a recurring job, the occurrence (`DurableMetrics::dead`).
+            Outcome::Dead => tracing::warn!(key = _key, error = _error, "job dead"),
             Outcome::Released => tracing::debug!(key = _key, "claim released unrun"),
             Outcome::Lost => tracing::warn!(
                 key = _key,
