@@ -160,6 +160,34 @@ fn many_runs_held_at_once_all_keep_their_leases() {
     }
 }
 
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// A scheduler on `store` under a manual clock of its own (every time
+/// exact), that retries a failed run a second later, up to `max_attempts`
+/// runs of an occurrence; with its executor, which it needs alive.
+fn on_a_manual_clock(
+    store: &Store,
+    max_attempts: u32,
+) -> (
+    chronopool::ManualClock,
+    chronopool::ScheduledExecutor,
+    chronopool_durable::DurableScheduler,
+) {
+    let clock = chronopool::ManualClock::new();
+    let pool = chronopool::ScheduledExecutor::builder()
+        .worker_threads(2)
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let mut config = chronopool_durable::Config::default();
+    config.window = 24 * HOUR;
+    config.poll_interval = 12 * HOUR;
+    config.max_attempts = max_attempts;
+    config.retry = Backoff::exponential(Duration::from_secs(1), 1.0, Duration::from_secs(1));
+    let jobs = store.open(&pool, config);
+    (clock, pool, jobs)
+}
+
 /// One occurrence of a recurring job whose every attempt fails (the last
 /// with a permanent error, or a service away for longer than the retries
 /// last) is dead, and only it: the job goes on to its next occurrence, its
@@ -169,26 +197,13 @@ fn many_runs_held_at_once_all_keep_their_leases() {
 /// deleted the schedule. Under a manual clock, so every time is exact.
 #[test]
 fn a_dead_occurrence_never_ends_a_recurring_job() {
-    use chronopool::{ManualClock, ScheduledExecutor};
-    use chronopool_durable::{Config, JobError};
+    use chronopool_durable::JobError;
     use std::sync::Mutex;
     use std::time::SystemTime;
 
-    const HOUR: Duration = Duration::from_secs(3600);
     for kind in BOTH {
         let store = Store::new(kind);
-        let clock = ManualClock::new();
-        let pool = ScheduledExecutor::builder()
-            .worker_threads(2)
-            .clock(clock.clone())
-            .build()
-            .unwrap();
-        let mut config = Config::default();
-        config.window = 24 * HOUR;
-        config.poll_interval = 12 * HOUR;
-        config.max_attempts = 3;
-        config.retry = Backoff::exponential(Duration::from_secs(1), 1.0, Duration::from_secs(1));
-        let jobs = store.open(&pool, config);
+        let (clock, _pool, jobs) = on_a_manual_clock(&store, 3);
         // (the occurrence it was told, its attempt) per run.
         let runs = Arc::new(Mutex::new(Vec::<(SystemTime, u32)>::new()));
         let r = runs.clone();
@@ -275,27 +290,15 @@ fn a_dead_occurrence_never_ends_a_recurring_job() {
 /// its back-off for good. Under a manual clock.
 #[test]
 fn a_retry_never_moves_a_periodic_schedule() {
-    use chronopool::{ManualClock, MissedRuns, ScheduledExecutor};
-    use chronopool_durable::{Config, Job};
+    use chronopool::MissedRuns;
+    use chronopool_durable::Job;
     use std::sync::Mutex;
     use std::time::SystemTime;
 
-    const HOUR: Duration = Duration::from_secs(3600);
     for kind in BOTH {
         for missed in [MissedRuns::Skip, MissedRuns::Burst, MissedRuns::Delay] {
             let store = Store::new(kind);
-            let clock = ManualClock::new();
-            let pool = ScheduledExecutor::builder()
-                .worker_threads(2)
-                .clock(clock.clone())
-                .build()
-                .unwrap();
-            let mut config = Config::default();
-            config.window = 24 * HOUR;
-            config.poll_interval = 12 * HOUR;
-            config.retry =
-                Backoff::exponential(Duration::from_secs(1), 1.0, Duration::from_secs(1));
-            let jobs = store.open(&pool, config);
+            let (clock, _pool, jobs) = on_a_manual_clock(&store, 5);
             let dues = Arc::new(Mutex::new(Vec::<(SystemTime, u32)>::new()));
             let d = dues.clone();
             jobs.register("hourly", move |job| {
@@ -351,28 +354,15 @@ fn a_retry_never_moves_a_periodic_schedule() {
 /// fails still tries on the hour, each policy alike.
 #[test]
 fn a_dead_occurrence_keeps_a_periodic_schedule() {
-    use chronopool::{ManualClock, MissedRuns, ScheduledExecutor};
-    use chronopool_durable::{Config, Job};
+    use chronopool::MissedRuns;
+    use chronopool_durable::Job;
     use std::sync::Mutex;
     use std::time::SystemTime;
 
-    const HOUR: Duration = Duration::from_secs(3600);
     for kind in BOTH {
         for missed in [MissedRuns::Skip, MissedRuns::Burst, MissedRuns::Delay] {
             let store = Store::new(kind);
-            let clock = ManualClock::new();
-            let pool = ScheduledExecutor::builder()
-                .worker_threads(2)
-                .clock(clock.clone())
-                .build()
-                .unwrap();
-            let mut config = Config::default();
-            config.window = 24 * HOUR;
-            config.poll_interval = 12 * HOUR;
-            config.max_attempts = 2;
-            config.retry =
-                Backoff::exponential(Duration::from_secs(1), 1.0, Duration::from_secs(1));
-            let jobs = store.open(&pool, config);
+            let (clock, _pool, jobs) = on_a_manual_clock(&store, 2);
             let dues = Arc::new(Mutex::new(Vec::<(SystemTime, u32)>::new()));
             let d = dues.clone();
             jobs.register("hourly", move |job| {
