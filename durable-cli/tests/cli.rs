@@ -625,6 +625,57 @@ fn serve_serves_the_dashboard() {
     }
 }
 
+/// `serve` outlives running out of file descriptors: idle connections
+/// beyond its limit (`ulimit -n 64`) neither end the process nor stop it
+/// answering once they are gone.
+#[test]
+fn serve_outlives_running_out_of_file_descriptors() {
+    use std::io::{BufRead, Read, Write};
+    let f = Fixture::new(Kind::Sqlite);
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -n 64 && exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_chronopool-durable"))
+        .args(["--store", &f.arg(), "serve", "--bind", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("the dashboard: http://")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_owned();
+    let idle: Vec<_> = (0..100)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(child.try_wait().unwrap().is_none(), "serve ended");
+    drop(idle);
+    let get = || {
+        let mut stream = std::net::TcpStream::connect(&addr).ok()?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+            .write_all(b"GET /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).ok()?;
+        Some(reply)
+    };
+    eventually("serve answers again", || {
+        get().is_some_and(|r| r.starts_with("HTTP/1.1 200") && r.contains("report-daily"))
+    });
+    assert!(child.try_wait().unwrap().is_none(), "serve ended");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 /// The CLI does not upgrade an older schema under the services (they would
 /// not start again): it says so, and `--migrate` is the way.
 #[test]

@@ -2,10 +2,12 @@
 //!
 //! * **The access token** (optional): a request carries it as
 //!   `Authorization: Bearer <token>`, or as the `chronopool_token` cookie,
-//!   which `/?token=<token>` sets (`HttpOnly`, `SameSite=Strict`) for a
-//!   browser. Compared in constant time.
+//!   which `/?token=<token>` and the login page's form (`POST /login`) set
+//!   (`HttpOnly`, `SameSite=Strict`) for a browser. The cookie holds the
+//!   token in hex, so that any token (with `;`, spaces or non-ASCII
+//!   characters) makes a valid cookie. Compared in constant time.
 //! * **Without a token**, only requests addressed to this machine by name
-//!   (`Host` localhost, 127.0.0.1, [::1], or a name the application
+//!   (`Host` `localhost`, `127.0.0.1`, `[::1]`, or a name the application
 //!   allowed) are answered: a page of another site whose name was made to
 //!   resolve to 127.0.0.1 (DNS rebinding) sends its own name.
 //! * **Forms**: every change is a `POST` whose form carries the dashboard's
@@ -35,8 +37,17 @@ pub(crate) fn allowed(request: &Request, token: Option<&str>) -> bool {
     let bearer = request
         .header("authorization")
         .and_then(|h| h.strip_prefix("Bearer "));
-    let presented = bearer.or_else(|| request.cookie(COOKIE));
-    presented.is_some_and(|p| same(p, token))
+    if bearer.is_some_and(|p| same(p, token)) {
+        return true;
+    }
+    request
+        .cookie(COOKIE)
+        .is_some_and(|p| same(p, &cookie_value(token)))
+}
+
+/// What the cookie holds for `token`: its bytes in hex.
+pub(crate) fn cookie_value(token: &str) -> String {
+    token.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 /// True if `request`'s `Host` (its name, without the port) is this

@@ -46,7 +46,7 @@ pub struct Dashboard {
 impl Dashboard {
     /// The dashboard of `jobs`'s store, mounted at `/`, with no access
     /// token: it answers only requests addressed to this machine by name
-    /// (localhost, 127.0.0.1, [::1]: see [`allow_host`](Self::allow_host)),
+    /// (`localhost`, `127.0.0.1`, `[::1]`: see [`allow_host`](Self::allow_host)),
     /// but any local user may use it. Give it a [`token`](Self::token)
     /// beyond a single-user machine.
     pub fn new(jobs: Arc<DurableScheduler>) -> Dashboard {
@@ -93,18 +93,35 @@ impl Dashboard {
         }
     }
 
-    /// Answers `request` (its path below the mount point).
+    /// Answers `request` (its path below the mount point). A `HEAD` is
+    /// answered as its `GET` (the HTTP stack leaves the body out).
     pub fn handle(&self, request: &Request) -> Response {
         let ctx = self.ctx();
         let params = request.params();
-        if let (Some(token), Some(given)) = (&self.token, params.get("token")) {
-            if request.method == "GET" && request.path == "/" && auth::same(given, token) {
+        let method = match request.method.as_str() {
+            "HEAD" => "GET",
+            other => other,
+        };
+        if let Some(token) = &self.token {
+            // The login: `/?token=…` (a link to hand out), or the login
+            // page's form, which posts it (out of the address bar, the
+            // history and the logs of proxies).
+            let given = match (method, request.path.as_str()) {
+                ("GET", "/") => params.get("token").cloned(),
+                ("POST", "/login") => request.form().remove("token"),
+                _ => None,
+            };
+            if let Some(given) = given {
+                if !auth::same(&given, token) {
+                    return unauthorized(ctx);
+                }
                 let mut r = Response::see_other(ctx.link("/", []));
                 r.headers.push((
                     "Set-Cookie".into(),
                     format!(
-                        "{}={token}; HttpOnly; SameSite=Strict; Path={}",
+                        "{}={}; HttpOnly; SameSite=Strict; Path={}",
                         auth::COOKIE,
+                        auth::cookie_value(token),
                         if self.base.is_empty() {
                             "/"
                         } else {
@@ -127,9 +144,9 @@ impl Dashboard {
             );
         }
         if !auth::allowed(request, self.token.as_deref()) {
-            return Response::html(401, pages::login(ctx));
+            return unauthorized(ctx);
         }
-        let result = match (request.method.as_str(), request.path.as_str()) {
+        let result = match (method, request.path.as_str()) {
             ("GET", "/") => self.overview(params.get("done").map(String::as_str)),
             ("GET", "/jobs") => self.list(&params),
             ("GET", "/job") => match params.get("key") {
@@ -139,10 +156,14 @@ impl Dashboard {
             ("GET", "/confirm") => Ok(self.confirm(&params)),
             ("POST", "/action") => self.action(request),
             ("GET" | "POST", _) => Ok(not_found(ctx)),
-            _ => Ok(Response::html(
-                405,
-                pages::message(ctx, "Not allowed", "Only GET and POST."),
-            )),
+            _ => {
+                let mut r = Response::html(
+                    405,
+                    pages::message(ctx, "Not allowed", "Only GET, HEAD and POST."),
+                );
+                r.headers.push(("Allow".into(), "GET, HEAD, POST".into()));
+                Ok(r)
+            }
         };
         result.unwrap_or_else(|e| {
             Response::html(503, pages::message(ctx, "The store failed", &e.to_string()))
@@ -186,7 +207,8 @@ impl Dashboard {
             "running" => q.state(JobState::Running),
             "dead" => q.state(JobState::Dead),
             "done" => q.state(JobState::Done),
-            _ => q,
+            "" => q,
+            _ => return Ok(bad_request(self.ctx(), "No such state.")),
         };
         if !filters.handler.is_empty() {
             q = q.handler(filters.handler.clone());
@@ -197,12 +219,16 @@ impl Dashboard {
         q = match filters.paused.as_str() {
             "true" => q.paused(true),
             "false" => q.paused(false),
-            _ => q,
+            "" => q,
+            _ => return Ok(bad_request(self.ctx(), "Paused is true, false or empty.")),
         };
-        if let (Some(t), Some(key)) = (params.get("after_time"), params.get("after_key")) {
-            if let Some(t) = t.parse::<i64>().ok().and_then(time_of_micros) {
-                q = q.after(t, key.clone());
-            }
+        match (params.get("after_time"), params.get("after_key")) {
+            (Some(t), Some(key)) => match t.parse::<i64>().ok().and_then(time_of_micros) {
+                Some(t) => q = q.after(t, key.clone()),
+                None => return Ok(bad_request(self.ctx(), "No such page.")),
+            },
+            (None, None) => {}
+            _ => return Ok(bad_request(self.ctx(), "No such page.")),
         }
         let mut jobs = self.jobs.jobs(&q)?;
         let next = if jobs.len() > PAGE {
@@ -333,6 +359,23 @@ fn flash_text(done: &str) -> Option<&'static str> {
         "unchanged" => "Nothing changed: the job is not in a state this applies to.",
         _ => return None,
     })
+}
+
+/// The login page, for a request without the access token (or with a
+/// wrong one).
+fn unauthorized(ctx: Ctx<'_>) -> Response {
+    let mut r = Response::html(401, pages::login(ctx));
+    r.headers.push((
+        "WWW-Authenticate".into(),
+        "Bearer realm=\"chronopool-durable\"".into(),
+    ));
+    r
+}
+
+/// A request that asks for nothing this dashboard knows (a filter's value,
+/// a page's cursor).
+fn bad_request(ctx: Ctx<'_>, text: &str) -> Response {
+    Response::html(400, pages::message(ctx, "Bad request", text))
 }
 
 fn not_found(ctx: Ctx<'_>) -> Response {

@@ -414,7 +414,7 @@ pub(crate) fn message(ctx: Ctx<'_>, title: &str, text: &str) -> Markup {
 pub(crate) fn login(ctx: Ctx<'_>) -> Markup {
     let body = html! {
         p { "This dashboard needs its access token." }
-        form method="get" action=(ctx.link("/", [])) {
+        form method="post" action=(ctx.link("/login", [])) {
             input type="password" name="token" autocomplete="off";
             " "
             button.button type="submit" { "Open" }
