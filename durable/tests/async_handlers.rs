@@ -263,3 +263,66 @@ fn a_process_killed_while_its_future_is_pending_leaves_the_job_to_another() {
         assert!(jobs.metrics().lease_expired + jobs.metrics().reaped >= 1);
     }
 }
+
+/// A payload whose drop panics too (outside an unwind).
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!("expected: the payload's drop panics too");
+        }
+    }
+}
+
+/// A future that is ready at once with a success, and whose drop panics
+/// with a [`Bomb`].
+struct ReadyThenBomb;
+
+impl std::future::Future for ReadyThenBomb {
+    type Output = Result<(), JobError>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for ReadyThenBomb {
+    fn drop(&mut self) {
+        std::panic::panic_any(Bomb);
+    }
+}
+
+/// A finished future whose drop panics, with a payload whose own drop
+/// panics: its outcome (a success) stands, stored once, never retried.
+#[test]
+fn a_finished_future_whose_drop_panics_keeps_its_outcome() {
+    let rt = runtime();
+    for kind in BOTH {
+        let store = Store::new(kind);
+        let pool = pool(2);
+        let jobs = store.open(&pool, quick_retries());
+        let runs = Arc::new(AtomicUsize::new(0));
+        let r = runs.clone();
+        jobs.register_async("bomb", rt.handle().clone(), move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+            ReadyThenBomb
+        });
+        jobs.start().unwrap();
+        jobs.schedule("k", "bomb", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
+        eventually("the run is stored", || {
+            jobs.job("k").unwrap().is_none() && jobs.metrics().running == 0
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        let m = jobs.metrics();
+        assert_eq!(
+            (runs.load(Ordering::SeqCst), m.retried, m.succeeded),
+            (1, 0, 1),
+            "{kind:?}: {m:?}"
+        );
+    }
+}

@@ -131,7 +131,7 @@ impl RunGuard {
         };
         // A spawner that panics drops the run as it unwinds: its guard
         // reports the failed attempt.
-        let _ = catch_unwind(AssertUnwindSafe(|| spawn.spawn(Box::pin(run))));
+        drop_caught(|| spawn.spawn(Box::pin(run)));
     }
 
     fn complete(&mut self, finish: Finish, ran_for: Option<Duration>, skipped: bool) {
@@ -177,6 +177,16 @@ fn catching(f: impl FnOnce() -> Result<(), JobError>) -> Result<(), JobError> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| Err(panicked(payload)))
 }
 
+/// Runs `f` (user code: a drop, a spawner), its panic caught and its
+/// payload dropped as a [`PanicPayload`], whose own drop's panic is caught
+/// too: a payload that panics again must not unwind into the run's
+/// report.
+fn drop_caught(f: impl FnOnce()) {
+    if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+        drop(PanicPayload::from(payload));
+    }
+}
+
 /// The failure of a handler that panicked with `payload`.
 fn panicked(payload: Box<dyn std::any::Any + Send>) -> JobError {
     // Dropping the payload may panic: `PanicPayload` catches it.
@@ -206,7 +216,7 @@ impl Drop for AsyncRun {
             return;
         };
         let future = self.future.take();
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(future)));
+        drop_caught(|| drop(future));
         let why = if self.polled {
             "the run's future was dropped before it completed (its runtime cancelled it)"
         } else {
@@ -235,7 +245,7 @@ impl Future for AsyncRun {
         // Done with: dropped now (user code, its panic caught), before the
         // outcome is reported.
         let done = this.future.take();
-        let _ = catch_unwind(AssertUnwindSafe(|| drop(done)));
+        drop_caught(|| drop(done));
         if let Some(mut guard) = this.guard.take() {
             let finish = finish_of(&guard.shared, &this.row, outcome);
             guard.complete(finish, Some(this.started.elapsed()), false);
