@@ -14,7 +14,7 @@ use chronopool::trigger::Cron;
 use chronopool::MissedRuns;
 
 use crate::error::DurableError;
-use crate::time::{self, Micros};
+use crate::time::{self, Micros, EARLIEST, LATEST};
 
 /// When a durable job runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -264,6 +264,9 @@ impl Recurrence {
             (Recurrence::Every(period), MissedRuns::Delay) => Ok(Some(time::add(now, *period))),
             // The next slot on the period's grid after now.
             (Recurrence::Every(period), _) => {
+                // Within the storable range (a row another tool wrote may
+                // hold any integer), `now - due` and the slots fit.
+                let (due, now) = (due.clamp(EARLIEST, LATEST), now.clamp(EARLIEST, LATEST));
                 let slots = (now - due) / period + 1;
                 Ok(Some(time::add(due, slots.saturating_mul(*period))))
             }

@@ -2323,3 +2323,95 @@ fn an_unwritable_sqlite_file_for_two_seconds_loses_no_outcome() {
         "runs of slow, outcomes lost; {m:?}"
     );
 }
+
+/// Runs `sql` on `store` with a connection of its own (another tool's).
+fn execute(store: &Store, sql: &str) {
+    match store.kind {
+        Kind::Sqlite => {
+            let c = rusqlite::Connection::open(store.path()).unwrap();
+            c.busy_timeout(Duration::from_secs(5)).unwrap();
+            c.execute_batch(sql).unwrap();
+        }
+        Kind::Postgres => {
+            let params = store.params.as_deref().unwrap();
+            let mut c = postgres::Client::connect(params, postgres::NoTls).unwrap();
+            c.batch_execute(sql).unwrap();
+        }
+    }
+}
+
+/// A row that another tool wrote with an attempt no `u32` holds (a
+/// negative one) holds up no other job's claim: the twenty due jobs
+/// claimed beside it run, and it ends dead (its attempts read as spent)
+/// instead of failing every claim and listing that meets it.
+#[test]
+fn a_row_with_an_attempt_out_of_range_holds_up_no_other() {
+    on_both(|kind| {
+        let store = Store::new(kind);
+        let pool = pool(2);
+        let jobs = store.open(&pool, real_config());
+        let runs = recording(&jobs, "work");
+        jobs.schedule("bad", "work", b"", Schedule::After(Duration::ZERO))
+            .unwrap();
+        execute(
+            &store,
+            "UPDATE chronopool_jobs SET attempt = -7 WHERE key = 'bad'",
+        );
+        for n in 0..20 {
+            jobs.schedule(
+                &format!("good-{n}"),
+                "work",
+                b"",
+                Schedule::After(Duration::ZERO),
+            )
+            .unwrap();
+        }
+        jobs.start().unwrap();
+        within(Duration::from_secs(10), "the good jobs run", || {
+            (0..20).all(|n| runs_of(&runs, &format!("good-{n}")) == 1)
+        });
+        within(Duration::from_secs(10), "the bad job settles", || {
+            jobs.job("bad")
+                .unwrap()
+                .is_some_and(|j| j.state == JobState::Dead)
+                || runs_of(&runs, "bad") == 1 && jobs.job("bad").unwrap().is_none()
+        });
+        assert!(jobs.jobs(&chronopool_durable::JobQuery::new()).is_ok());
+    });
+}
+
+/// A periodic job whose stored due time another tool set to the first
+/// microsecond SQLite's integer holds (`i64::MIN`) runs, and its next
+/// occurrence is the next slot after now (`Skip`): no overflow.
+#[test]
+fn a_due_time_at_the_start_of_the_integer_range_runs_and_moves_on() {
+    let store = Store::new(Kind::Sqlite);
+    let pool = pool(2);
+    let jobs = store.open(&pool, real_config());
+    let runs = recording(&jobs, "tick");
+    jobs.schedule_all([
+        Job::new("k", "tick", "", Schedule::Every(HOUR)).missed_runs(MissedRuns::Skip)
+    ])
+    .unwrap();
+    execute(
+        &store,
+        "UPDATE chronopool_jobs SET next_fire = -9223372036854775808 WHERE key = 'k'",
+    );
+    jobs.start().unwrap();
+    within(Duration::from_secs(10), "it runs", || {
+        runs_of(&runs, "k") == 1
+    });
+    within(Duration::from_secs(10), "it moves on", || {
+        jobs.job("k")
+            .unwrap()
+            .is_some_and(|j| j.state == JobState::Scheduled && j.next_fire > SystemTime::now())
+    });
+    let job = jobs.job("k").unwrap().unwrap();
+    assert!(
+        job.next_fire <= SystemTime::now() + HOUR,
+        "{:?}",
+        job.next_fire
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(runs_of(&runs, "k"), 1, "{:?}", runs.lock().unwrap());
+}

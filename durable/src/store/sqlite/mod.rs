@@ -364,7 +364,10 @@ fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
         state: JobState::of_name(&state).map_err(|e| {
             rusqlite::Error::FromSqlConversionFailure(5, rusqlite::types::Type::Text, Box::new(e))
         })?,
-        attempt: r.get(6)?,
+        // A value no `u32` holds (written by another tool) reads as spent,
+        // as on PostgreSQL: the job ends dead instead of failing every
+        // claim and listing that meets it.
+        attempt: u32::try_from(r.get::<_, i64>(6)?).unwrap_or(u32::MAX),
         missed: missed_of(&missed),
         catch_up: r.get(8)?,
         last_error: r.get(9)?,
