@@ -557,3 +557,58 @@ fn every_jump_returns_after_the_catch_up_runs() {
         assert!(task.cancel());
     }
 }
+
+/// A step of the wall clock by a millisecond or less, onto a task's wall
+/// time, runs it before `set_system_time` returns: a manual clock's two
+/// times are read as one, so there is no jitter to tolerate (the real
+/// clock's watch ignores moves within a millisecond).
+#[test]
+fn a_step_of_a_millisecond_or_less_runs_what_it_reaches() {
+    for queue in queues() {
+        for step in [
+            Duration::from_nanos(1),
+            Duration::from_micros(500),
+            Duration::from_millis(1),
+        ] {
+            let clock = ManualClock::new();
+            let pool = pool_on_clock(&clock, queue);
+            let due = clock.system_time() + step;
+            let task = pool.schedule_at_system_time(|| 7, due).unwrap();
+            // A second task, due at the step's end, on the same watch.
+            let later = pool
+                .schedule_at_system_time(|| 8, due + Duration::from_secs(1))
+                .unwrap();
+            clock.set_system_time(due);
+            assert!(task.is_finished(), "{queue:?}, a step of {step:?}");
+            assert!(!later.is_finished(), "{queue:?}, a step of {step:?}");
+            assert_eq!(task.join().unwrap(), 7);
+            clock.set_system_time(due + Duration::from_secs(1));
+            assert!(later.is_finished(), "{queue:?}, then a second");
+        }
+    }
+}
+
+/// On a wheel, a step made between two ticks runs what it passed once the
+/// time reaches the next tick (the wheel rounds every deadline up to it),
+/// never before; on the heap at once.
+#[test]
+fn a_step_between_two_ticks_runs_on_a_wheel_at_the_next_tick() {
+    for queue in queues() {
+        let clock = ManualClock::new();
+        let pool = pool_on_clock(&clock, queue);
+        clock.advance(Duration::from_micros(500));
+        let task = pool
+            .schedule_at_system_time(|| (), clock.system_time() + HOUR)
+            .unwrap();
+        clock.set_system_time(clock.system_time() + 2 * HOUR);
+        if queue == TimerQueue::heap() {
+            assert!(task.is_finished(), "{queue:?}");
+            continue;
+        }
+        assert!(!task.is_finished(), "{queue:?}: before its tick");
+        clock.advance(Duration::from_micros(499));
+        assert!(!task.is_finished(), "{queue:?}: before its tick");
+        clock.advance(Duration::from_micros(1));
+        assert!(task.is_finished(), "{queue:?}: at its tick");
+    }
+}

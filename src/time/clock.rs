@@ -82,7 +82,7 @@ impl Clock {
     /// tightest is kept.
     pub(crate) fn now_and_wall(&self) -> (Nanos, SystemTime) {
         if let Some(manual) = &self.manual {
-            return (manual.now(), manual.system_time());
+            return manual.now_and_wall();
         }
         let mut tightest = None;
         for _ in 0..4 {

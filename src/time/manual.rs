@@ -150,6 +150,20 @@ impl ManualState {
             .unwrap_or(wall)
     }
 
+    /// The time and the wall time at one instant: `now` is read once,
+    /// under the wall clock's lock, so a move of the time meanwhile (an
+    /// `advance` on another thread) cannot show as a step of the wall
+    /// clock (`timer/driver/wall.rs` compares their offset exactly).
+    pub(crate) fn now_and_wall(&self) -> (Nanos, SystemTime) {
+        let (wall, at) = *self.wall.lock();
+        let now = self.now();
+        let since = now.saturating_sub(at);
+        let wall = wall
+            .checked_add(Duration::from_nanos(since))
+            .unwrap_or(wall);
+        (now, wall)
+    }
+
     /// Steps the wall clock to `wall`, the monotonic time staying.
     pub(crate) fn set_wall(&self, wall: SystemTime) {
         *self.wall.lock() = (wall, self.now());
@@ -409,7 +423,11 @@ impl ManualClock {
     /// an NTP step or a change by hand does: wall-clock schedules see it,
     /// monotonic deadlines do not. Returns when the pools are quiet: a task
     /// due at a wall time the step passed has run (as after
-    /// [`advance`](Self::advance) by zero). A step from another thread
+    /// [`advance`](Self::advance) by zero), a step of a nanosecond as of a
+    /// year. On a timing wheel, which rounds every deadline up to its tick,
+    /// that is once the time is on a tick: a step made between two ticks
+    /// runs what it passed when the time reaches the next one, as an
+    /// `advance` to a deadline between two ticks does. A step from another thread
     /// waits for an `advance` or `jump` in progress: every task that one
     /// move runs sees one wall clock.
     ///

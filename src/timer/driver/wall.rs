@@ -8,7 +8,8 @@
 //! So while any such task exists the timer thread reads the offset between
 //! the two clocks (wall minus monotonic) at each of its turns, and sleeps
 //! at most [`MAX_WALL_WAIT`] between turns; when the offset has moved by
-//! more than [`WALL_TOLERANCE`] since the tasks were placed, it hands each
+//! more than [`WALL_TOLERANCE`] since the tasks were placed (by any amount
+//! on a manual clock, whose two times are read as one), it hands each
 //! watched task's check job to the workers, which place the task again at
 //! its new deadline (`task/recurring.rs`). A run is also checked against
 //! the wall clock when it falls due (a slow drift never makes it early).
@@ -86,6 +87,17 @@ impl Watched {
     }
 }
 
+/// How far the clocks' offset may move unseen: [`WALL_TOLERANCE`] for the
+/// real clocks (their reads jitter), none for a manual clock (its two
+/// times are read as one: any move is a step, however small).
+fn tolerance(clock: &Clock) -> u128 {
+    if clock.is_manual() {
+        0
+    } else {
+        u128::from(WALL_TOLERANCE)
+    }
+}
+
 /// The wall clock minus the monotonic clock, in nanoseconds, now.
 fn offset(clock: &Clock) -> i128 {
     let (now, wall) = clock.now_and_wall();
@@ -121,7 +133,7 @@ impl Timer {
         task: CellArc<dyn WallTask>,
         placed: i128,
     ) {
-        if offset(&self.clock).abs_diff(placed) > u128::from(WALL_TOLERANCE) {
+        if offset(&self.clock).abs_diff(placed) > tolerance(&self.clock) {
             pool.hand_over(check_job(task));
             pool.notify();
         }
@@ -149,7 +161,7 @@ impl Timer {
         let offset = offset(&self.clock);
         let stepped = watched
             .offset
-            .is_none_or(|placed| placed.abs_diff(offset) > u128::from(WALL_TOLERANCE));
+            .is_none_or(|placed| placed.abs_diff(offset) > tolerance(&self.clock));
         if stepped {
             watched.offset = Some(offset);
             // Each check job takes the strong reference it was made from:
