@@ -275,7 +275,10 @@ impl DurableScheduler {
     /// scheduler's threads then have ended), false if some were still
     /// going (they go on, and the scheduler's run thread stores their
     /// outcomes and ends after them); a `timeout` past the clock's range
-    /// (`Duration::MAX`) waits for as long as the runs take. The executor
+    /// (`Duration::MAX`) waits for as long as the runs take. Called from
+    /// one of this scheduler's own handlers, it does not wait (its run is
+    /// one of those in progress): it returns false at once, and the
+    /// scheduler's threads end after that handler returns. The executor
     /// is not shut down. Calling it again does nothing and returns true.
     ///
     /// Dropping the scheduler does the same without waiting.

@@ -326,10 +326,18 @@ impl Engine {
     /// them to end (the run loop ends once the runs in progress have their
     /// outcomes stored); those that have not are left to end on their own.
     /// True if every loop ended.
+    ///
+    /// Called from one of its own handlers, it does not wait: the run loop
+    /// ends only after that very run, which goes on once this returns.
     pub(crate) fn stop(self, shared: &Shared, wait: Duration) -> bool {
         self.poller.cancel();
         shared.started.store(false, Ordering::SeqCst);
         shared.placements.cancel_all();
+        let wait = if run::in_handler_of(shared) {
+            Duration::ZERO
+        } else {
+            wait
+        };
         self.threads.stop(shared, Some(wait))
     }
 }

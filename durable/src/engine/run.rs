@@ -10,6 +10,7 @@
 //! handler that kills its process is the lease's case, and its attempt is
 //! already counted (the claim counts it).
 
+use std::cell::Cell;
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -26,6 +27,35 @@ use crate::schedule::Recurrence;
 use crate::spawn::{AsyncHandler, HandlerFuture, Spawn};
 use crate::store::{Fence, Finish, Row};
 use crate::time::{self, Micros};
+
+thread_local! {
+    /// The scheduler (its [`Shared`]'s address) whose handler this thread
+    /// is running, or 0: a `shutdown` called from a handler cannot wait for
+    /// the run loop, which waits for that very run.
+    static IN_HANDLER_OF: Cell<usize> = const { Cell::new(0) };
+}
+
+/// This thread runs a handler of a scheduler until dropped (the mark of
+/// the one before, if handlers nest, comes back).
+struct InHandler(usize);
+
+impl InHandler {
+    fn enter(shared: &Shared) -> InHandler {
+        InHandler(IN_HANDLER_OF.replace(std::ptr::from_ref(shared) as usize))
+    }
+}
+
+impl Drop for InHandler {
+    fn drop(&mut self) {
+        IN_HANDLER_OF.set(self.0);
+    }
+}
+
+/// True if this thread is running one of `shared`'s handlers (its address
+/// cannot be another's meanwhile: the run holds the scheduler's `Shared`).
+pub(crate) fn in_handler_of(shared: &Shared) -> bool {
+    IN_HANDLER_OF.get() == std::ptr::from_ref(shared) as usize
+}
 
 /// A claimed run handed to the executor (module doc).
 pub(crate) struct RunGuard {
@@ -84,7 +114,10 @@ impl RunGuard {
             Registered::Sync(handler) => {
                 let started = Instant::now();
                 let context = JobContext::borrowed(&row, record);
-                let outcome = catching(|| handler(&context));
+                let outcome = {
+                    let _in_handler = InHandler::enter(&shared);
+                    catching(|| handler(&context))
+                };
                 let finish = finish_of(&shared, &row, outcome);
                 self.complete(finish, Some(started.elapsed()), false);
             }
@@ -103,9 +136,13 @@ impl RunGuard {
     ) {
         let row = Arc::new(row);
         let started = Instant::now();
-        let future = match catch_unwind(AssertUnwindSafe(|| {
-            handler(JobContext::shared(Arc::clone(&row), record))
-        })) {
+        let made = {
+            let _in_handler = InHandler::enter(&self.shared);
+            catch_unwind(AssertUnwindSafe(|| {
+                handler(JobContext::shared(Arc::clone(&row), record))
+            }))
+        };
+        let future = match made {
             Ok(future) => future,
             Err(payload) => {
                 let outcome = Err(panicked(payload));
@@ -233,11 +270,15 @@ impl Future for AsyncRun {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = &mut *self;
-        let (Some(future), Some(_)) = (this.future.as_mut(), this.guard.as_ref()) else {
+        let (Some(future), Some(guard)) = (this.future.as_mut(), this.guard.as_ref()) else {
             return Poll::Ready(());
         };
         this.polled = true;
-        let outcome = match catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx))) {
+        let polled = {
+            let _in_handler = InHandler::enter(&guard.shared);
+            catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(cx)))
+        };
+        let outcome = match polled {
             Ok(Poll::Pending) => return Poll::Pending,
             Ok(Poll::Ready(outcome)) => outcome,
             Err(payload) => Err(panicked(payload)),
