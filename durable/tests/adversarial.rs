@@ -2415,3 +2415,60 @@ fn a_due_time_at_the_start_of_the_integer_range_runs_and_moves_on() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(runs_of(&runs, "k"), 1, "{:?}", runs.lock().unwrap());
 }
+
+/// Keys just short of what PostgreSQL's key index holds (2,704 bytes an
+/// entry; random text does not compress): every key that `schedule`
+/// accepts runs once and is gone, its history row written too; a key the
+/// store refuses is refused at `schedule`, never at the run's end (where
+/// it ran again at each lease, then stayed claimed for good).
+#[test]
+fn a_key_the_store_accepts_has_its_history_written() {
+    on_both(|kind| {
+        let store = Store::new(kind);
+        let pool = pool(2);
+        let jobs = store.open(&pool, real_config());
+        let runs = recording(&jobs, "work");
+        jobs.start().unwrap();
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut accepted = Vec::new();
+        for len in (2_600..2_800).step_by(3) {
+            let key: String = (0..len)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    char::from(
+                        b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                            [(seed % 62) as usize],
+                    )
+                })
+                .collect();
+            if jobs
+                .schedule(&key, "work", b"", Schedule::After(Duration::ZERO))
+                .is_ok()
+            {
+                accepted.push(key);
+            }
+        }
+        assert!(!accepted.is_empty(), "{kind:?}: none accepted");
+        within(
+            Duration::from_secs(30),
+            "every accepted key ran and is gone",
+            || {
+                accepted
+                    .iter()
+                    .all(|key| runs_of(&runs, key) == 1 && jobs.job(key).unwrap().is_none())
+            },
+        );
+        let history = jobs.history(None, 1_000).unwrap();
+        for key in &accepted {
+            assert!(
+                history.iter().any(|r| &r.key == key),
+                "{kind:?}: no history of a key of {} bytes",
+                key.len()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(accepted.iter().all(|key| runs_of(&runs, key) == 1));
+    });
+}

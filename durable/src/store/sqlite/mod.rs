@@ -46,13 +46,14 @@ use crate::schedule::{missed_name, missed_of};
 use crate::time::Micros;
 
 /// `MIGRATIONS[v]` takes a file at version `v` to `v + 1`.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_finished_at.sql"),
     include_str!("migrations/0003_fences_and_microseconds.sql"),
     include_str!("migrations/0004_replaced.sql"),
     include_str!("migrations/0005_control_and_history.sql"),
     include_str!("migrations/0006_occurrence.sql"),
+    include_str!("migrations/0007_runs_by_key_hash.sql"),
 ];
 
 /// The schema's version once migrated.
