@@ -619,16 +619,32 @@ fn list(jobs: &DurableScheduler, args: &ListArgs, json: bool) -> Result<Report, 
     if let Some(job) = last {
         text.push_str(&format!(
             "(a full page: the next one is --after-key {} --after-time {})\n",
-            clean(&shell_quoted(&job.key)),
+            shell_quoted(&job.key),
             rfc3339(job.next_fire)
         ));
     }
     Ok(Report::of(text))
 }
 
-/// `s` quoted for a POSIX shell.
+/// `s` quoted for a shell, as a word to paste: in single quotes, or, if
+/// it holds a character that must not reach the terminal raw
+/// (`output::is_unsafe`), in bash's `$'…'` with that character escaped,
+/// so the hint is printable and pastes as the very key.
 fn shell_quoted(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
+    if !s.chars().any(output::is_unsafe) {
+        return format!("'{}'", s.replace('\'', r"'\''"));
+    }
+    let mut out = String::from("$'");
+    for c in s.chars() {
+        match c {
+            '\'' => out.push_str(r"\'"),
+            '\\' => out.push_str(r"\\"),
+            c if output::is_unsafe(c) => out.push_str(&format!("\\U{:08x}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
 }
 
 /// `show`.

@@ -5,30 +5,44 @@ use std::time::SystemTime;
 
 /// True for a character that must not reach a terminal raw: the control
 /// characters (newlines, carriage returns, ESC and the other C0 and C1
-/// codes, DEL), the Unicode line and paragraph separators, and the
+/// codes, DEL), the Unicode line and paragraph separators, the
 /// bidirectional overrides and marks (which can make text read in another
-/// order than it is stored).
-fn is_unsafe(c: char) -> bool {
+/// order than it is stored), and the characters that print as nothing
+/// (zero-width spaces and joiners, the soft hyphen, the byte-order mark,
+/// tags), which would make two keys print alike.
+pub fn is_unsafe(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            '\u{061c}'
-                | '\u{200e}'
-                | '\u{200f}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202a}'..='\u{202e}'
-                | '\u{2066}'..='\u{2069}'
+            '\u{00ad}'
+                | '\u{034f}'
+                | '\u{061c}'
+                | '\u{115f}'
+                | '\u{1160}'
+                | '\u{17b4}'
+                | '\u{17b5}'
+                | '\u{180b}'..='\u{180f}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}'
+                | '\u{3164}'
+                | '\u{fe00}'..='\u{fe0f}'
+                | '\u{feff}'
+                | '\u{ffa0}'
+                | '\u{fff0}'..='\u{fffb}'
+                | '\u{e0000}'..='\u{e0fff}'
         )
 }
 
 /// `s` as data: each unsafe character replaced by its Rust escape (`\n`,
-/// `\u{1b}`), so that a hostile key cannot forge lines of the output or
-/// send escape sequences to the terminal.
+/// `\u{1b}`), and a backslash doubled, so that a hostile key cannot forge
+/// lines of the output or send escape sequences to the terminal, and two
+/// keys never print alike (a newline prints `\n`, a backslash and an `n`
+/// print `\\n`).
 pub fn clean(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
-        if is_unsafe(c) {
+        if is_unsafe(c) || c == '\\' {
             out.extend(c.escape_default());
         } else {
             out.push(c);

@@ -578,6 +578,66 @@ fn a_hostile_key_is_printed_as_data() {
     }
 }
 
+/// Keys that differ by a newline against a backslash and an `n`, or by a
+/// character that prints as nothing (a zero-width space), print
+/// differently; the next-page hint of such a key, pasted into bash, is
+/// the key itself.
+#[test]
+fn keys_that_differ_print_differently() {
+    let f = Fixture::new(Kind::Sqlite);
+    let keys = [
+        "zz-a\nb",
+        "zz-a\\nb",
+        "zz-report-daily",
+        "zz-report\u{200b}-daily",
+    ];
+    for key in keys {
+        let later = Schedule::After(Duration::from_secs(30 * 86_400));
+        f.jobs.schedule(key, "odd", b"", later).unwrap();
+    }
+    let listed = f.cli(&["list", "--handler", "odd"]).ok("list");
+    let printed: Vec<&str> = rows(&listed.stdout)
+        .iter()
+        .map(|row| row.split_whitespace().next().unwrap())
+        .collect();
+    assert_eq!(
+        printed,
+        [
+            r"zz-a\nb",
+            r"zz-a\\nb",
+            "zz-report-daily",
+            r"zz-report\u{200b}-daily"
+        ],
+        "{}",
+        listed.stdout
+    );
+    // A page of one: the hint names the first key, quoted for bash.
+    for (n, key) in keys.iter().enumerate() {
+        let mut args = vec!["list", "--handler", "odd", "--limit", "1"];
+        let after;
+        if n > 0 {
+            let page = f.json(&["list", "--handler", "odd", "--limit", &n.to_string()]);
+            after = (
+                page["next_page"]["after_key"].as_str().unwrap().to_owned(),
+                page["next_page"]["after_time"].as_str().unwrap().to_owned(),
+            );
+            args.extend(["--after-key", &after.0, "--after-time", &after.1]);
+        }
+        let page = f.cli(&args).ok("a page of one");
+        let hint = page
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("(a full page: the next one is --after-key "))
+            .unwrap_or_else(|| panic!("no hint: {}", page.stdout));
+        let quoted = hint.split(" --after-time ").next().unwrap();
+        let pasted = Command::new("bash")
+            .args(["-c", &format!("printf %s {quoted}")])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8(pasted.stdout).unwrap(), *key, "{hint}");
+    }
+}
+
 /// `serve`: the dashboard of the store, over HTTP, asking for its token.
 #[test]
 fn serve_serves_the_dashboard() {
