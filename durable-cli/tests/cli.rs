@@ -638,6 +638,34 @@ fn keys_that_differ_print_differently() {
     }
 }
 
+/// The commands that only read work beside a writer that holds the
+/// file's write lock (SQLite's WAL lets readers be): at once, not after
+/// the five-second busy wait, and not with "database is locked".
+#[test]
+fn reading_commands_work_beside_a_writer() {
+    let f = Fixture::new(Kind::Sqlite);
+    let writer = rusqlite::Connection::open(f.store.path()).unwrap();
+    writer
+        .execute_batch("BEGIN IMMEDIATE; UPDATE chronopool_jobs SET attempt = attempt")
+        .unwrap();
+    for args in [
+        &["list"][..],
+        &["show", "report-daily"],
+        &["stats"],
+        &["--json", "list", "--handler", "report"],
+    ] {
+        let asked = std::time::Instant::now();
+        let run = f.cli(args);
+        assert_eq!(run.code, 0, "{args:?}: {run:?}");
+        assert!(
+            asked.elapsed() < Duration::from_secs(3),
+            "{args:?} waited {:?} for the writer",
+            asked.elapsed()
+        );
+    }
+    writer.execute_batch("ROLLBACK").unwrap();
+}
+
 /// `serve`: the dashboard of the store, over HTTP, asking for its token.
 #[test]
 fn serve_serves_the_dashboard() {

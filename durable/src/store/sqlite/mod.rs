@@ -267,12 +267,37 @@ fn is_busy(e: &rusqlite::Error) -> bool {
     )
 }
 
-/// Brings the schema to [`SCHEMA_VERSION`] (module doc).
+/// The schema's version as recorded, if the file has the table yet (a
+/// read: it waits for no writer).
+fn recorded_version(connection: &Connection) -> Result<Option<i64>, StoreError> {
+    let has_table: bool = connection
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_master
+                            WHERE type = 'table' AND name = 'chronopool_schema')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(store_error)?;
+    if !has_table {
+        return Ok(None);
+    }
+    connection
+        .query_row("SELECT version FROM chronopool_schema", [], |r| r.get(0))
+        .optional()
+        .map_err(store_error)
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`] (module doc). A file already
+/// there is only read: an open (a CLI's `list`, a service's start) takes
+/// no write lock, and works beside a writer that holds one.
 fn migrate(
     connection: &mut Connection,
     writers: &Mutex<()>,
     allowed: bool,
 ) -> Result<(), StoreError> {
+    if recorded_version(connection)? == Some(SCHEMA_VERSION) {
+        return Ok(());
+    }
     let _turn = turn(writers);
     let tx = connection
         .transaction_with_behavior(TransactionBehavior::Immediate)
