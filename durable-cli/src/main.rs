@@ -628,8 +628,9 @@ fn list(jobs: &DurableScheduler, args: &ListArgs, json: bool) -> Result<Report, 
 
 /// `s` quoted for a shell, as a word to paste: in single quotes, or, if
 /// it holds a character that must not reach the terminal raw
-/// (`output::is_unsafe`), in bash's `$'…'` with that character escaped,
-/// so the hint is printable and pastes as the very key.
+/// (`output::is_unsafe`), in bash's `$'…'` with that character's UTF-8
+/// bytes escaped (`\xHH`: bash keeps `\U` escapes as text under the C
+/// locale), so the hint is printable and pastes as the very key.
 fn shell_quoted(s: &str) -> String {
     if !s.chars().any(output::is_unsafe) {
         return format!("'{}'", s.replace('\'', r"'\''"));
@@ -639,7 +640,12 @@ fn shell_quoted(s: &str) -> String {
         match c {
             '\'' => out.push_str(r"\'"),
             '\\' => out.push_str(r"\\"),
-            c if output::is_unsafe(c) => out.push_str(&format!("\\U{:08x}", u32::from(c))),
+            c if output::is_unsafe(c) => {
+                let mut utf8 = [0; 4];
+                for byte in c.encode_utf8(&mut utf8).bytes() {
+                    out.push_str(&format!("\\x{byte:02x}"));
+                }
+            }
             c => out.push(c),
         }
     }

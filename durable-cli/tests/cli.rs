@@ -630,11 +630,18 @@ fn keys_that_differ_print_differently() {
             .find_map(|l| l.strip_prefix("(a full page: the next one is --after-key "))
             .unwrap_or_else(|| panic!("no hint: {}", page.stdout));
         let quoted = hint.split(" --after-time ").next().unwrap();
-        let pasted = Command::new("bash")
-            .args(["-c", &format!("printf %s {quoted}")])
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8(pasted.stdout).unwrap(), *key, "{hint}");
+        for locale in ["C", "C.UTF-8"] {
+            let pasted = Command::new("bash")
+                .args(["-c", &format!("printf %s {quoted}")])
+                .env("LC_ALL", locale)
+                .output()
+                .unwrap();
+            assert_eq!(
+                String::from_utf8(pasted.stdout).unwrap(),
+                *key,
+                "{hint}, LC_ALL={locale}"
+            );
+        }
     }
 }
 

@@ -276,9 +276,11 @@ impl DurableScheduler {
     /// going (they go on, and the scheduler's run thread stores their
     /// outcomes and ends after them); a `timeout` past the clock's range
     /// (`Duration::MAX`) waits for as long as the runs take. Called from
-    /// one of this scheduler's own handlers, it does not wait (its run is
-    /// one of those in progress): it returns false at once, and the
-    /// scheduler's threads end after that handler returns. The executor
+    /// one of this scheduler's own handlers (on the thread that runs it, or
+    /// polls its future), it does not wait (its run is one of those in
+    /// progress): it returns false at once, and the scheduler's threads end
+    /// after that handler returns. From a thread or task the handler waits
+    /// for, it cannot tell: give it a finite `timeout` there. The executor
     /// is not shut down. Calling it again does nothing and returns true.
     ///
     /// Dropping the scheduler does the same without waiting.

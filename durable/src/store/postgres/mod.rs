@@ -986,7 +986,7 @@ fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Err
                      attempt = CASE WHEN j.state = 'running' AND j.owner = $2 AND j.run = $3
                                         THEN j.attempt
                                     WHEN j.replaced THEN 1
-                                    ELSE j.attempt + 1 END,
+                                    ELSE least(j.attempt, 4294967295) + 1 END,
                      state = 'running', owner = $2, run = $3, owner_name = $4,
                      owner_lock = $5, lease_until = $6, replaced = false, started_at = $7
                  WHERE j.key IN (

@@ -46,14 +46,13 @@ use crate::schedule::{missed_name, missed_of};
 use crate::time::Micros;
 
 /// `MIGRATIONS[v]` takes a file at version `v` to `v + 1`.
-const MIGRATIONS: [&str; 7] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("migrations/0001_jobs.sql"),
     include_str!("migrations/0002_finished_at.sql"),
     include_str!("migrations/0003_fences_and_microseconds.sql"),
     include_str!("migrations/0004_replaced.sql"),
     include_str!("migrations/0005_control_and_history.sql"),
     include_str!("migrations/0006_occurrence.sql"),
-    include_str!("migrations/0007_runs_by_key_hash.sql"),
 ];
 
 /// The schema's version once migrated.
@@ -692,7 +691,7 @@ fn exchange(c: &mut Connection, x: &Exchange<'_>) -> rusqlite::Result<Exchanged>
                  SET attempt = CASE WHEN state = 'running' AND owner = ?2 AND run = ?3
                                          THEN attempt
                                     WHEN replaced = 1 THEN 1
-                                    ELSE attempt + 1 END,
+                                    ELSE min(attempt, 4294967295) + 1 END,
                      state = 'running', owner = ?2, run = ?3, owner_name = ?4,
                      owner_lock = ?5, lease_until = ?6, replaced = 0, started_at = ?7
              WHERE key = ?1 AND name = ?8 AND {NOT_PAUSED}
@@ -1025,7 +1024,7 @@ impl Conn for SqliteConn {
                     name: r.get(1)?,
                     owner: r.get(2)?,
                     owner_name: r.get(3)?,
-                    attempt: r.get(4)?,
+                    attempt: u32::try_from(r.get::<_, i64>(4)?).unwrap_or(u32::MAX),
                     due: r.get(5)?,
                     started_at: r.get(6)?,
                     ended_at: r.get(7)?,

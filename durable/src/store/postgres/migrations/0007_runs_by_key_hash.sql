@@ -3,6 +3,7 @@
 -- before the jobs' own key index did: a key the jobs table took could not
 -- have its run recorded, and its run's end failed at every lease. A hash
 -- index holds any key; its lookups by equality (a job's history, the trim
--- of its oldest runs) sort the job's few rows by id themselves.
+-- of its oldest runs) sort the job's few rows by id themselves. (Hash
+-- indexes are crash-safe and replicated from PostgreSQL 10 on.)
 DROP INDEX chronopool_runs_by_key;
 CREATE INDEX chronopool_runs_by_key ON chronopool_runs USING hash (key);
