@@ -643,9 +643,17 @@ impl RunLoop {
         now: Micros,
         run: i64,
     ) {
-        for (end, stored) in ends.into_iter().zip(done.ended) {
-            self.held.remove(&end.fence);
-            self.stored(end, stored, now);
+        if done.deferred {
+            // Sent again with the next exchange (a row of theirs is locked
+            // by another transaction); held, and renewed, meanwhile.
+            for end in ends.into_iter().rev() {
+                self.ends.push_front(end);
+            }
+        } else {
+            for (end, stored) in ends.into_iter().zip(done.ended) {
+                self.held.remove(&end.fence);
+                self.stored(end, stored, now);
+            }
         }
         let expired: HashSet<&str> = claiming
             .iter()

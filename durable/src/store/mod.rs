@@ -459,8 +459,13 @@ impl RunEnd {
 /// What an [`Exchange`] did.
 #[derive(Debug, Default)]
 pub(crate) struct Exchanged {
-    /// For each end, what became of it.
+    /// For each end, what became of it (empty if `deferred`).
     pub(crate) ended: Vec<RunEnd>,
+    /// The ends were not stored, nothing of them: a row of theirs is
+    /// locked by another transaction (PostgreSQL: an application's). They
+    /// are sent again with a later exchange; their runs are still held,
+    /// and renewed.
+    pub(crate) deferred: bool,
     /// The rows claimed, as they are now (attempt counted).
     pub(crate) claimed: Vec<Row>,
     /// For each fence renewed: whether it still held.

@@ -950,20 +950,42 @@ fn within_limits(
     Ok((keys, kept))
 }
 
+/// How long an exchange's ends wait for a row lock another transaction
+/// holds before they are deferred to a later exchange ([`exchange`]).
+const END_LOCK_WAIT: &str = "200ms";
+
 fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Error> {
     let owner = x.owner;
     let mut tx = c.transaction()?;
-    if let Some(h) = x.history {
-        record_runs(&mut tx, &owner.id, x.ends, h.skipped, x.now, h.keep)?;
+    let mut done = Exchanged::default();
+    // The ends first, behind a savepoint and a short wait for row locks: a
+    // row that a transaction of the application's holds locked (an ORM's
+    // `SELECT … FOR UPDATE`, a `schedule_in` of the same key not yet
+    // committed) defers the ends to a later exchange, instead of holding
+    // up the renewals and claims below until that transaction ends (for
+    // longer than a lease, other processes took this one's runs over).
+    if !x.ends.is_empty() {
+        tx.batch_execute(&format!("SET LOCAL lock_timeout = '{END_LOCK_WAIT}'"))?;
+        let mut ends = tx.savepoint("ends")?;
+        let stored = (|| {
+            if let Some(h) = x.history {
+                record_runs(&mut ends, &owner.id, x.ends, h.skipped, x.now, h.keep)?;
+            }
+            end_runs(&mut ends, &owner.id, x.ends)
+        })();
+        match stored {
+            Ok(ended) => {
+                ends.commit()?;
+                done.ended = ended;
+            }
+            Err(e) if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+                ends.rollback()?;
+                done.deferred = true;
+            }
+            Err(e) => return Err(e),
+        }
+        tx.batch_execute("SET LOCAL lock_timeout TO DEFAULT")?;
     }
-    let mut done = Exchanged {
-        ended: if x.ends.is_empty() {
-            Vec::new()
-        } else {
-            end_runs(&mut tx, &owner.id, x.ends)?
-        },
-        ..Exchanged::default()
-    };
     // Renewals before claims: a run of this owner whose lease ended under
     // a stall is extended here, so the claims below neither take it over
     // nor leave it out of its handler's count of runs at once (limits
