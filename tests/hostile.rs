@@ -18,7 +18,10 @@
 //! 8. at the `max_scheduled_tasks` limit, a schedule right after a cancel
 //!    could be refused: a sweep of the timer thread had counted the cancel
 //!    before its entry reached the backend, or had lowered the count before
-//!    it gave the slot back.
+//!    it gave the slot back;
+//! 9. a handle polled again with a waker whose `clone` cancels the task
+//!    deadlocked: the clone ran under the task's waiter lock, which the
+//!    cancel's wake-up takes.
 //!
 //! The tests of this file count the pool's threads by name in
 //! `/proc/self/task` (Linux), so they run one at a time (`serial`) and give
@@ -491,6 +494,72 @@ fn a_schedule_after_a_cancel_at_the_limit_is_never_refused() {
                 Err(err) => panic!("round {round}: {err}"),
             };
             assert!(task.cancel());
+        }
+    }
+}
+
+/// The task a [`cancelling_waker`]'s clone cancels.
+static TO_CANCEL: Mutex<Option<chronopool::CancelHandle>> = Mutex::new(None);
+
+/// A waker that does nothing.
+fn noop_waker() -> std::task::Waker {
+    use std::task::{RawWaker, RawWakerVTable};
+    fn clone(_: *const ()) -> RawWaker {
+        RawWaker::new(std::ptr::null(), &VTABLE)
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: every function of the vtable ignores the data pointer.
+    unsafe { std::task::Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
+}
+
+/// A waker that does nothing, but whose `clone` cancels [`TO_CANCEL`]'s
+/// task (user code that calls back into the pool).
+fn cancelling_waker() -> std::task::Waker {
+    use std::task::{RawWaker, RawWakerVTable};
+    fn clone(_: *const ()) -> RawWaker {
+        if let Some(task) = TO_CANCEL.lock().unwrap().take() {
+            task.cancel();
+        }
+        RawWaker::new(std::ptr::null(), &VTABLE)
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: every function of the vtable ignores the data pointer.
+    unsafe { std::task::Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
+}
+
+#[test]
+fn a_waker_whose_clone_cancels_its_task_does_not_deadlock() {
+    let _serial = serial();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let (done_tx, done) = mpsc::channel();
+    let mut handle = pool.schedule(|| 7, Duration::from_secs(3600)).unwrap();
+    *TO_CANCEL.lock().unwrap() = Some(handle.cancel_handle());
+    std::thread::spawn(move || {
+        use std::future::Future;
+        let first = noop_waker();
+        let mut cx = std::task::Context::from_waker(&first);
+        assert!(std::pin::Pin::new(&mut handle).poll(&mut cx).is_pending());
+        // Another waker: stored in place of the first, cloned to store it.
+        let second = cancelling_waker();
+        let mut cx = std::task::Context::from_waker(&second);
+        let _ = std::pin::Pin::new(&mut handle).poll(&mut cx);
+        let _ = done_tx.send(handle.is_cancelled());
+    });
+    match done.recv_timeout(PATIENCE) {
+        Ok(cancelled) => assert!(cancelled),
+        Err(_) => {
+            // The deadlocked thread would hang the pool's drop: end the
+            // binary with the reason (written past the harness's capture).
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                b"a waker's clone that cancels its task deadlocked the poll\n",
+            );
+            std::process::exit(101);
         }
     }
 }

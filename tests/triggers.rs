@@ -453,3 +453,21 @@ fn a_finished_wall_time_task_is_not_kept_by_the_timer() {
     pool.shutdown();
     assert!(pool.await_termination(PATIENCE));
 }
+
+/// A task ended by its closure with a value whose destructor panics, its
+/// handle dropped unjoined: the panic goes to `on_panic`, never out of the
+/// handle's `drop` (the handle's second reference to the task, its
+/// reschedule side, was dropped last, outside the handle's catch).
+#[test]
+fn an_unjoined_output_whose_destructor_panics_goes_to_on_panic() {
+    let clock = ManualClock::new();
+    let (pool, panics) = pool_counting_panics(&clock);
+    let task = pool
+        .schedule_with_trigger(|| ControlFlow::Break(PanicOnDrop), FixedRate::new(MINUTE))
+        .unwrap();
+    clock.advance(Duration::ZERO);
+    assert!(task.is_finished());
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(task)));
+    assert!(dropped.is_ok(), "the output's panic came out of drop");
+    assert_eq!(panics.load(Ordering::SeqCst), 1);
+}

@@ -42,8 +42,11 @@ use super::TaskHandle;
 /// ```
 #[must_use = "dropping a TriggerHandle detaches its task: it runs until it ends or the executor shuts down"]
 pub struct TriggerHandle<T> {
-    handle: TaskHandle<Ended<T>>,
+    /// Dropped first (fields drop in order): the handle's own reference is
+    /// then the last of the two, and its drop reports a panic of the
+    /// output's destructor (`TaskHandle`'s `Drop`).
     task: CellArc<dyn Reschedulable>,
+    handle: TaskHandle<Ended<T>>,
 }
 
 impl<T> TriggerHandle<T> {
@@ -52,8 +55,8 @@ impl<T> TriggerHandle<T> {
         C: Joinable<Ended<T>> + Reschedulable + 'static,
     {
         TriggerHandle {
-            handle: TaskHandle::new(cell.clone(), pool),
-            task: reschedulable(cell),
+            task: reschedulable(cell.clone()),
+            handle: TaskHandle::new(cell, pool),
         }
     }
 

@@ -656,13 +656,19 @@ impl Header {
     /// the caller to drop (user code: see the module doc), after the
     /// protocol's steps are done.
     pub(crate) fn register(&self, waker: &Waker) -> Registration {
-        let replaced = self.extras().with_waiter(|slot| {
-            if slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
-                None
-            } else {
-                slot.replace(waker.clone())
-            }
-        });
+        let stored = self
+            .extras()
+            .with_waiter(|slot| slot.as_ref().is_some_and(|w| w.will_wake(waker)));
+        let replaced = if stored {
+            None
+        } else {
+            // Cloned outside the lock: a waker's `clone` is user code, and
+            // may call back into this task (cancel it, whose wake-up takes
+            // this lock). Stored second: a finisher that took the slot
+            // meanwhile is met by the state's step below, as ever.
+            let fresh = waker.clone();
+            self.extras().with_waiter(|slot| slot.replace(fresh))
+        };
         let registered = self
             .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
