@@ -471,3 +471,45 @@ fn an_unjoined_output_whose_destructor_panics_goes_to_on_panic() {
     assert!(dropped.is_ok(), "the output's panic came out of drop");
     assert_eq!(panics.load(Ordering::SeqCst), 1);
 }
+
+/// A placement left behind by a reschedule is the last reference to a
+/// task that ended with an output nobody joined: the sweep that removes it
+/// (here `metrics()`'s) drops the output after the timer's lock, and its
+/// destructor's panic goes to `on_panic`, never out of the sweep's caller.
+#[test]
+fn a_stale_placement_swept_drops_its_task_s_output_outside_the_lock() {
+    for queue in queues() {
+        let clock = ManualClock::new();
+        let (pool, panics) = common::counting_panics(
+            ScheduledExecutor::builder()
+                .worker_threads(1)
+                .timer_queue(queue)
+                .clock(clock.clone()),
+        );
+        // Others, so that one dead entry does not reach the sweep's count.
+        let others: Vec<_> = (0..1_000)
+            .map(|_| pool.schedule(|| (), HOUR * 24).unwrap())
+            .collect();
+        let task = pool
+            .schedule_with_trigger(
+                || ControlFlow::Break(PanicOnDrop),
+                FixedRate::new(HOUR).initial_delay(HOUR),
+            )
+            .unwrap();
+        // Due now: its entry an hour ahead is left behind, stale.
+        assert!(task.reschedule(FixedRate::new(HOUR)));
+        clock.advance(Duration::ZERO);
+        assert!(task.is_finished(), "{queue:?}");
+        // The stale entry holds the task still (on the heap; a wheel may
+        // have let it go in its turn already: then the handle's drop
+        // reports the panic).
+        drop(task);
+        let swept = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pool.metrics()));
+        assert!(
+            swept.is_ok(),
+            "{queue:?}: the output's panic came out of metrics()"
+        );
+        assert_eq!(panics.load(Ordering::SeqCst), 1, "{queue:?}");
+        drop(others);
+    }
+}

@@ -70,7 +70,7 @@ fn placement_vs_wall_step() {
         );
         assert_eq!(state.now(), 0, "no monotonic time passed");
         // The placements made stale: none of them live.
-        pool.timer.sweep_cancelled();
+        pool.timer.sweep_cancelled(&*pool);
         assert_eq!(pool.timer.pending(), 0);
     });
 }

@@ -111,7 +111,7 @@ impl Pool {
     pub(crate) fn metrics(&self) -> Metrics {
         // The cancels since the last sweep: out of the timer and counted,
         // so that a cancel shows as soon as it returned.
-        self.timer.sweep_cancelled();
+        self.timer.sweep_cancelled(self);
         self.give_up_stranded();
         let mut m = Metrics {
             worker_threads: self.workers(),

@@ -358,7 +358,7 @@ impl Pool {
             self.leave();
             return Ok(cell);
         }
-        if !self.timer.reserve() {
+        if !self.timer.reserve(self) {
             self.leave();
             return Err(self.refuse(f, SubmitErrorKind::TooManyScheduled));
         }
@@ -426,7 +426,7 @@ impl Pool {
         };
         let refused = if !self.enter() {
             SubmitErrorKind::Shutdown
-        } else if !self.timer.reserve() {
+        } else if !self.timer.reserve(self) {
             self.leave();
             SubmitErrorKind::TooManyScheduled
         } else {

@@ -68,6 +68,7 @@
 //! [`Ring`]: crate::sync::ring::Ring
 
 use crate::sync::{fence, CellArc, Ordering};
+use crate::task::context::TaskContext;
 use crate::task::Delayed;
 use crate::time::Nanos;
 
@@ -103,13 +104,14 @@ impl Timer {
     /// sweeps the cancelled ones out before it says so). Called inside the
     /// submission's admission (see the driver's doc on `pending`); a `true`
     /// must be followed by [`insert_reserved`](Self::insert_reserved).
-    pub(crate) fn reserve(&self) -> bool {
+    /// A sweep's destructor panics go to `ctx`.
+    pub(crate) fn reserve(&self, ctx: &dyn TaskContext) -> bool {
         if self.try_reserve() {
             return true;
         }
         // Sweeps the cancelled tasks out if a cancel is counted (see
         // `sweep`): the try below then sees their slots.
-        self.sweep_for_room();
+        self.sweep_for_room(ctx);
         self.try_reserve()
     }
 

@@ -374,7 +374,7 @@ pub(crate) fn lead_turn(
     take: &mut dyn FnMut(Job),
 ) -> (LeadTurn, Nanos) {
     let timer = pool.timer();
-    let mut rung = Vec::new();
+    let (mut rung, mut swept) = (Vec::new(), Vec::new());
     let mut took = 0;
     let now;
     let rest = {
@@ -432,7 +432,7 @@ pub(crate) fn lead_turn(
             // After the pushes (the driver's invariant on `pending`).
             timer.pending.fetch_sub(popped, Ordering::SeqCst);
         }
-        timer.sweep_if_due(&mut queue, now);
+        timer.sweep_if_due(&mut queue, now, &mut swept);
         if popped > 0 {
             None
         } else {
@@ -446,6 +446,7 @@ pub(crate) fn lead_turn(
         }
     };
     ring(rung, pool);
+    super::sweep::drop_swept(swept, pool);
     let Some((next, held, sweep_again)) = rest else {
         let turn = if took > 0 {
             LeadTurn::Took(took)

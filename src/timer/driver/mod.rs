@@ -414,7 +414,7 @@ pub(crate) enum Turn {
 pub(crate) fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
     let timer = pool.timer();
     let watching_wall = timer.check_wall(pool, now());
-    let mut rung = Vec::new();
+    let (mut rung, mut swept) = (Vec::new(), Vec::new());
     let (locked, doomed) = {
         let mut queue = timer.queue.lock();
         // `armed` is written only by the holder of the lead, under this
@@ -424,7 +424,7 @@ pub(crate) fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
         }
         timer.armed.store(0, Ordering::SeqCst);
         timer.count_turn();
-        let locked = turn_locked(pool, &mut queue, &now, &mut rung).map(|mut rest| {
+        let locked = turn_locked(pool, &mut queue, &now, &mut rung, &mut swept).map(|mut rest| {
             if watching_wall {
                 let check_by = now().saturating_add(wall::MAX_WALL_WAIT);
                 rest.next = Some(rest.next.map_or(check_by, |next| next.min(check_by)));
@@ -440,6 +440,7 @@ pub(crate) fn turn(pool: &impl Workers, now: impl Fn() -> Nanos) -> Turn {
         (locked, timer.take_doomed())
     };
     ring(rung, pool);
+    sweep::drop_swept(swept, pool);
     if !doomed.is_empty() {
         timer.cancel_doomed(doomed, pool);
         if locked.is_some() {
@@ -478,11 +479,12 @@ fn turn_locked(
     queue: &mut Queue,
     now: impl Fn() -> Nanos,
     rung: &mut Vec<Entry>,
+    swept: &mut Vec<Entry>,
 ) -> Option<Rest> {
     let timer = pool.timer();
     timer.apply_commands(queue, now());
     *rung = hand_over_due(pool, queue, now(), usize::MAX);
-    timer.sweep_if_due(queue, now());
+    timer.sweep_if_due(queue, now(), swept);
     // Shut down first, stopped second: the state only moves forward, so
     // "shut down and not stopped" means a `shutdown` came before the
     // second read, and its policies apply. Read the other way round, a
@@ -621,7 +623,7 @@ mod tests {
     /// Schedules each entry on `timer`.
     pub(super) fn insert_all(timer: &Timer, entries: &[CellArc<Probe>]) {
         for entry in entries {
-            assert!(timer.reserve());
+            assert!(timer.reserve(&crate::task::context::NoPool));
             timer.insert_reserved(delayed::erase(entry.clone()));
         }
     }

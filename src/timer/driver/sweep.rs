@@ -50,9 +50,10 @@
 //! [`DelayQueue::remove_where`]: crate::timer::queue::DelayQueue::remove_where
 
 use crate::sync::Ordering;
+use crate::task::context::TaskContext;
 use crate::time::Nanos;
 
-use super::{Queue, Timer};
+use super::{Entry, Queue, Timer};
 
 /// `Timer::dead`: the bits of the count of cancels not yet swept.
 const DEAD_COUNT_BITS: u32 = 40;
@@ -82,32 +83,35 @@ impl Timer {
     /// stale) was counted since the last sweep: `metrics()` reads exact
     /// counts. One pass over what the timer holds, under its lock, only
     /// when something was cancelled; nothing otherwise.
-    pub(crate) fn sweep_cancelled(&self) {
-        self.sweep_for_room();
+    pub(crate) fn sweep_cancelled(&self, ctx: &dyn TaskContext) {
+        self.sweep_for_room(ctx);
     }
 
     /// Before `reserve` tries again after a refusal: sweeps the cancelled
     /// entries out on the calling thread if any cancel is counted, so that
     /// the limit counts live tasks only (module doc).
-    pub(super) fn sweep_for_room(&self) {
+    pub(super) fn sweep_for_room(&self, ctx: &dyn TaskContext) {
         // A count of 0 read here comes after the last sweep's decrement, so
         // after the slots that sweep gave back (`sweep`): the try below sees
         // them. A count above 0 is swept here (after any sweep in progress,
         // under the lock) before that try.
         let (cancels, _) = unpack_dead(self.dead.load(Ordering::Acquire));
         if cancels > 0 {
-            self.sweep_here();
+            self.sweep_here(ctx);
         }
     }
 
     /// Sweeps on the calling thread (applying the queued commands first:
     /// `sweep`) and wakes the timer thread (see `commands`: a command
-    /// applied here may be due before it would wake).
-    fn sweep_here(&self) {
+    /// applied here may be due before it would wake). A destructor's panic
+    /// of what it removed goes to `ctx`.
+    fn sweep_here(&self, ctx: &dyn TaskContext) {
+        let mut swept = Vec::new();
         {
             let mut queue = self.queue.lock();
-            self.sweep(&mut queue, self.clock.now());
+            self.sweep(&mut queue, self.clock.now(), &mut swept);
         }
+        drop_swept(swept, ctx);
         self.wake_waiter();
     }
 
@@ -129,10 +133,12 @@ impl Timer {
         cancels > 0 && cancels >= sweep_at
     }
 
-    /// Sweeps the cancelled entries out if the count reached `sweep_at`.
-    pub(super) fn sweep_if_due(&self, queue: &mut Queue, now: Nanos) {
+    /// Sweeps the cancelled entries out if the count reached `sweep_at`,
+    /// into `swept`, for the caller to drop after the lock
+    /// ([`drop_swept`]).
+    pub(super) fn sweep_if_due(&self, queue: &mut Queue, now: Nanos, swept: &mut Vec<Entry>) {
         if self.sweep_is_due() {
-            self.sweep(queue, now);
+            self.sweep(queue, now, swept);
         }
     }
 
@@ -142,18 +148,23 @@ impl Timer {
     /// the entry of every cancel it counted is in the backend. Its slots are
     /// given back (`pending`) before the count goes down, so that `reserve`,
     /// which reads the count after a refusal, finds them.
-    fn sweep(&self, queue: &mut Queue, now: Nanos) {
+    ///
+    /// The entries it removes go to `swept`, to be dropped after the lock:
+    /// an entry can be the last reference to a task that ended with an
+    /// output nobody joined (a placement left stale by a reschedule or a
+    /// step of the wall clock), whose destructor is user code; under the
+    /// lock, its panic unwound out of the caller, and a destructor that
+    /// dropped the last executor handle locked the backend again.
+    fn sweep(&self, queue: &mut Queue, now: Nanos, swept: &mut Vec<Entry>) {
         let (cancels, _) = unpack_dead(self.dead.load(Ordering::Acquire));
         self.apply_commands(queue, now);
-        // Each entry is dropped as it leaves (freeing its task), before the
-        // backend frees its own storage once empty.
         let mut cancelled = 0;
-        let swept = queue.remove_where(&mut |entry| entry.is_final(), &mut |entry| {
+        let removed = queue.remove_where(&mut |entry| entry.is_final(), &mut |entry| {
             cancelled += u64::from(entry.is_cancelled_task());
-            drop(entry);
+            swept.push(entry);
         });
-        if swept > 0 {
-            self.pending.fetch_sub(swept, Ordering::SeqCst);
+        if removed > 0 {
+            self.pending.fetch_sub(removed, Ordering::SeqCst);
         }
         if cancelled > 0 {
             // Sweeps are serialised by the backend lock: one writer.
@@ -178,5 +189,13 @@ impl Timer {
                 .expect("the update always applies");
         }
         unpack_dead(word).0 >= sweep_at
+    }
+}
+
+/// Drops the entries a sweep removed, after the backend lock, each
+/// destructor's panic reported through `ctx` (module doc of `sweep`).
+pub(super) fn drop_swept(swept: Vec<Entry>, ctx: &dyn TaskContext) {
+    for entry in swept {
+        ctx.drop_reporting(entry);
     }
 }
