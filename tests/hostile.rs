@@ -21,7 +21,10 @@
 //!    it gave the slot back;
 //! 9. a handle polled again with a waker whose `clone` cancels the task
 //!    deadlocked: the clone ran under the task's waiter lock, which the
-//!    cancel's wake-up takes.
+//!    cancel's wake-up takes;
+//! 10. a waker rung by the timer thread that scheduled more timers than
+//!     the command queue holds waited for room that only the timer thread
+//!     makes: itself.
 //!
 //! The tests of this file count the pool's threads by name in
 //! `/proc/self/task` (Linux), so they run one at a time (`serial`) and give
@@ -562,4 +565,53 @@ fn a_waker_whose_clone_cancels_its_task_does_not_deadlock() {
             std::process::exit(101);
         }
     }
+}
+
+/// A waker that, when woken, schedules `n` timers an hour out on `pool`
+/// and says so.
+struct SchedulingWaker {
+    pool: ScheduledExecutor,
+    n: usize,
+    done: Mutex<mpsc::Sender<()>>,
+}
+
+impl std::task::Wake for SchedulingWaker {
+    fn wake(self: Arc<Self>) {
+        for _ in 0..self.n {
+            let _ = self.pool.schedule(|| (), Duration::from_secs(3600));
+        }
+        let _ = self.done.lock().unwrap().send(());
+    }
+}
+
+#[test]
+fn a_waker_rung_by_the_timer_thread_may_schedule_more_than_the_commands_hold() {
+    let _serial = serial();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    // Many timers: the timer thread leads, and rings the alarms itself.
+    let held: Vec<_> = (0..70_000)
+        .map(|_| pool.schedule(|| (), Duration::from_secs(3600)).unwrap())
+        .collect();
+    let (done_tx, done) = mpsc::channel();
+    let waker = std::task::Waker::from(Arc::new(SchedulingWaker {
+        pool: pool.clone(),
+        n: 10_000,
+        done: Mutex::new(done_tx),
+    }));
+    let mut sleep = pool.sleep(Duration::from_millis(20));
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::future::Future::poll(std::pin::Pin::new(&mut sleep), &mut cx).is_pending());
+    if done.recv_timeout(PATIENCE).is_err() {
+        // The timer thread waits for itself: the pool's drop would too.
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"the waker's schedules waited for room for ever\n",
+        );
+        std::process::exit(101);
+    }
+    assert_eq!(pool.metrics().scheduled_tasks, 80_000);
+    drop(held);
 }

@@ -120,16 +120,19 @@ impl Timer {
     /// every taking of commands holds and signals (so a wait never misses
     /// one). If the timer thread has exited (the pool stopped), applies the
     /// queue here instead, as nobody else will before `shutdown_now`
-    /// drains it.
+    /// drains it; so does a thread that would wait for itself: a timer
+    /// thread (user code it runs: a destructor, a waker) or one ringing
+    /// alarms (a waker that schedules), whose turn makes the room.
     #[cold]
     fn push_when_there_is_room(&self, mut insert: Insert) {
         let mut queue = self.queue.lock();
+        let makes_the_room = super::is_timer_thread() || super::help::is_ringing();
         loop {
             match self.commands.push(insert) {
                 Ok(_) => return,
                 Err(back) => insert = back,
             }
-            if self.exited.load(Ordering::Relaxed) {
+            if makes_the_room || self.exited.load(Ordering::Relaxed) {
                 self.apply_commands(&mut queue, self.clock.now());
             } else {
                 // The timer thread is most likely awake already (the

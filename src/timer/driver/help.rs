@@ -86,6 +86,12 @@ crate::sync::thread_local! {
     static RINGING: Cell<bool> = const { Cell::new(false) };
 }
 
+/// True while this thread rings alarms (its wakers' schedules must not
+/// wait for room in the command queue: `commands`).
+pub(super) fn is_ringing() -> bool {
+    RINGING.try_with(Cell::get).unwrap_or(true)
+}
+
 /// Runs `ring_them` (the ring of alarms) with this thread marked as
 /// ringing, so that a timer future its wakers poll does not help (module
 /// doc). The mark is cleared even if `ring_them` unwinds (a waker's panic

@@ -358,9 +358,22 @@ pub(crate) trait Workers: TaskContext {
 /// timer's spin window before a deadline (`waiting`). The pool marks the
 /// thread as its own before it calls this.
 pub(crate) fn run(pool: &impl Workers) {
+    let _ = TIMER_THREAD.try_with(|mark| mark.set(true));
     let timer = pool.timer();
     let clock = timer.clock.clone();
     run_with_clock(pool, || clock.now(), Waiting::new(timer.spin));
+}
+
+crate::sync::thread_local! {
+    /// True on a timer thread ([`run`]): user code it runs (a destructor, a
+    /// waker) that schedules must not wait for the room that only its turn
+    /// makes (`commands`).
+    static TIMER_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// True on a timer thread.
+pub(super) fn is_timer_thread() -> bool {
+    TIMER_THREAD.try_with(std::cell::Cell::get).unwrap_or(false)
 }
 
 /// The timer thread's loop, reading the time from `now` (the executor's
