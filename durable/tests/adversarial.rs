@@ -2482,10 +2482,11 @@ fn a_key_the_store_accepts_has_its_history_written() {
 
 /// PostgreSQL: an application's transaction holds a running job's row
 /// lock (a `SELECT … FOR UPDATE`, as an ORM's load does) for three
-/// leases, while that run ends. The scheduler's other run keeps its lease
-/// (its renewals are not held up behind the lock), so a second scheduler
-/// takes nothing over; the ended run's outcome is stored once the lock is
-/// gone. Every job runs once.
+/// leases, while that run ends and then another. The other run's end is
+/// stored at once, and the scheduler's long run keeps its lease (neither
+/// waits behind the lock), so a second scheduler takes nothing over; the
+/// locked run's outcome is stored once the lock is gone. Every job runs
+/// once.
 #[test]
 fn a_row_lock_held_by_the_application_holds_up_no_other_run() {
     let store = Store::new(Kind::Postgres);
@@ -2495,21 +2496,35 @@ fn a_row_lock_held_by_the_application_holds_up_no_other_run() {
     let a = store.open(&pool_a, config.clone());
     let b = store.open(&pool_b, config);
     let runs: Arc<Mutex<Vec<String>>> = Arc::default();
-    let (go_tx, go) = mpsc::channel::<()>();
-    let go = Arc::new(Mutex::new(go));
+    let (go_short, short_gate) = mpsc::channel::<()>();
+    let (go_other, other_gate) = mpsc::channel::<()>();
+    let gates = Arc::new(Mutex::new((short_gate, other_gate)));
     for jobs in [&a, &b] {
-        let (runs, go) = (runs.clone(), go.clone());
+        let (runs, gates) = (runs.clone(), gates.clone());
         jobs.register("work", move |job| {
             runs.lock().unwrap().push(job.key().to_owned());
+            let wait = Duration::from_secs(30);
             match job.key() {
                 "long" => std::thread::sleep(Duration::from_secs(9)),
-                _ => {
-                    let _ = go.lock().unwrap().recv_timeout(Duration::from_secs(30));
-                }
+                _ => drop(gates.lock().unwrap().0.recv_timeout(wait)),
             }
             Ok(())
         });
     }
+    // "other"'s handler is A's alone: its end is A's to store.
+    let (r, g) = (runs.clone(), gates.clone());
+    a.register("solo", move |job| {
+        r.lock().unwrap().push(job.key().to_owned());
+        let gate = loop {
+            // Not under the lock of the gates while waiting.
+            if let Ok(gates) = g.try_lock() {
+                break gates;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        drop(gate.1.recv_timeout(Duration::from_secs(30)));
+        Ok(())
+    });
     a.start().unwrap();
     for key in ["long", "short"] {
         a.schedule(key, "work", b"", Schedule::After(Duration::ZERO))
@@ -2524,14 +2539,35 @@ fn a_row_lock_held_by_the_application_holds_up_no_other_run() {
         &[],
     )
     .unwrap();
-    go_tx.send(()).unwrap();
+    go_short.send(()).unwrap();
     b.start().unwrap();
-    std::thread::sleep(Duration::from_secs(6));
+    std::thread::sleep(Duration::from_millis(500));
+    // Another run ends while the first end waits for the lock.
+    a.schedule("other", "solo", b"", Schedule::After(Duration::ZERO))
+        .unwrap();
+    eventually("other runs", || runs.lock().unwrap().len() == 3);
+    go_other.send(()).unwrap();
+    within(
+        Duration::from_secs(3),
+        "other's end is stored under the lock",
+        || a.job("other").unwrap().is_none(),
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(
+        a.job("short").unwrap().is_some(),
+        "short's end waits for the lock"
+    );
     tx.commit().unwrap();
-    within(Duration::from_secs(20), "both are done", || {
-        a.job("long").unwrap().is_none() && a.job("short").unwrap().is_none()
+    within(Duration::from_secs(20), "every job is done", || {
+        ["long", "short"]
+            .iter()
+            .all(|key| a.job(key).unwrap().is_none())
     });
     let mut seen = runs.lock().unwrap().clone();
     seen.sort();
-    assert_eq!(seen, ["long", "short"], "a run taken over and run again");
+    assert_eq!(
+        seen,
+        ["long", "other", "short"],
+        "a run taken over and run again"
+    );
 }

@@ -643,17 +643,19 @@ impl RunLoop {
         now: Micros,
         run: i64,
     ) {
-        if done.deferred {
-            // Sent again with the next exchange (a row of theirs is locked
-            // by another transaction); held, and renewed, meanwhile.
-            for end in ends.into_iter().rev() {
-                self.ends.push_front(end);
+        let mut deferred = Vec::new();
+        for (end, stored) in ends.into_iter().zip(done.ended) {
+            if stored == RunEnd::Deferred {
+                // Sent again with the next exchange (its row is locked by
+                // another transaction); held, and renewed, meanwhile.
+                deferred.push(end);
+                continue;
             }
-        } else {
-            for (end, stored) in ends.into_iter().zip(done.ended) {
-                self.held.remove(&end.fence);
-                self.stored(end, stored, now);
-            }
+            self.held.remove(&end.fence);
+            self.stored(end, stored, now);
+        }
+        for end in deferred.into_iter().rev() {
+            self.ends.push_front(end);
         }
         let expired: HashSet<&str> = claiming
             .iter()

@@ -446,6 +446,10 @@ pub(crate) enum RunEnd {
     Superseded { name: String, next_fire: Micros },
     /// The run's fence was gone (taken over, or cancelled): nothing stored.
     Lost,
+    /// Not stored yet: its row is locked by another transaction (an
+    /// application's, on PostgreSQL). Sent again with a later exchange;
+    /// its run is still held, and renewed.
+    Deferred,
 }
 
 impl RunEnd {
@@ -459,13 +463,8 @@ impl RunEnd {
 /// What an [`Exchange`] did.
 #[derive(Debug, Default)]
 pub(crate) struct Exchanged {
-    /// For each end, what became of it (empty if `deferred`).
+    /// For each end, what became of it.
     pub(crate) ended: Vec<RunEnd>,
-    /// The ends were not stored, nothing of them: a row of theirs is
-    /// locked by another transaction (PostgreSQL: an application's). They
-    /// are sent again with a later exchange; their runs are still held,
-    /// and renewed.
-    pub(crate) deferred: bool,
     /// The rows claimed, as they are now (attempt counted).
     pub(crate) claimed: Vec<Row>,
     /// For each fence renewed: whether it still held.

@@ -950,41 +950,80 @@ fn within_limits(
     Ok((keys, kept))
 }
 
-/// How long an exchange's ends wait for a row lock another transaction
-/// holds before they are deferred to a later exchange ([`exchange`]).
-const END_LOCK_WAIT: &str = "200ms";
+/// The keys of `keys` whose rows exist but another transaction holds
+/// locked now; the others' rows it locks for `tx` ([`exchange`]). One
+/// round trip: the outer query reads the whole locking `ours`.
+fn locked_elsewhere(
+    tx: &mut postgres::Transaction<'_>,
+    keys: &[&str],
+) -> Result<HashSet<String>, postgres::Error> {
+    tx.query(
+        "WITH ours AS (
+             SELECT key FROM chronopool_jobs WHERE key = ANY($1) FOR UPDATE SKIP LOCKED
+         )
+         SELECT key FROM chronopool_jobs
+         WHERE key = ANY($1) AND key NOT IN (SELECT key FROM ours)",
+        &[&keys],
+    )?
+    .iter()
+    .map(|r| r.try_get(0))
+    .collect()
+}
 
 fn exchange(c: &mut Client, x: &Exchange<'_>) -> Result<Exchanged, postgres::Error> {
     let owner = x.owner;
     let mut tx = c.transaction()?;
     let mut done = Exchanged::default();
-    // The ends first, behind a savepoint and a short wait for row locks: a
-    // row that a transaction of the application's holds locked (an ORM's
+    // The ends first, those whose rows this transaction can lock at once:
+    // a row that a transaction of the application's holds locked (an ORM's
     // `SELECT … FOR UPDATE`, a `schedule_in` of the same key not yet
-    // committed) defers the ends to a later exchange, instead of holding
-    // up the renewals and claims below until that transaction ends (for
-    // longer than a lease, other processes took this one's runs over).
+    // committed) defers its own end to a later exchange, instead of
+    // holding up the other ends, the renewals and the claims until that
+    // transaction ends (for longer than a lease, other processes took this
+    // one's runs over).
     if !x.ends.is_empty() {
-        tx.batch_execute(&format!("SET LOCAL lock_timeout = '{END_LOCK_WAIT}'"))?;
-        let mut ends = tx.savepoint("ends")?;
-        let stored = (|| {
+        let keys: Vec<&str> = x.ends.iter().map(|(f, _)| f.key.as_str()).collect();
+        let locked = locked_elsewhere(&mut tx, &keys)?;
+        if locked.is_empty() {
             if let Some(h) = x.history {
-                record_runs(&mut ends, &owner.id, x.ends, h.skipped, x.now, h.keep)?;
+                record_runs(&mut tx, &owner.id, x.ends, h.skipped, x.now, h.keep)?;
             }
-            end_runs(&mut ends, &owner.id, x.ends)
-        })();
-        match stored {
-            Ok(ended) => {
-                ends.commit()?;
-                done.ended = ended;
+            done.ended = end_runs(&mut tx, &owner.id, x.ends)?;
+        } else {
+            let deferred: Vec<bool> = x
+                .ends
+                .iter()
+                .map(|(f, _)| locked.contains(&f.key))
+                .collect();
+            let ready: Vec<(Fence, Finish)> = x
+                .ends
+                .iter()
+                .zip(&deferred)
+                .filter(|(_, &d)| !d)
+                .map(|(end, _)| end.clone())
+                .collect();
+            if let Some(h) = x.history {
+                let skipped: Vec<bool> = h
+                    .skipped
+                    .iter()
+                    .zip(&deferred)
+                    .filter(|(_, &d)| !d)
+                    .map(|(&s, _)| s)
+                    .collect();
+                record_runs(&mut tx, &owner.id, &ready, &skipped, x.now, h.keep)?;
             }
-            Err(e) if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
-                ends.rollback()?;
-                done.deferred = true;
-            }
-            Err(e) => return Err(e),
+            let mut stored = end_runs(&mut tx, &owner.id, &ready)?.into_iter();
+            done.ended = deferred
+                .iter()
+                .map(|&d| {
+                    if d {
+                        RunEnd::Deferred
+                    } else {
+                        stored.next().unwrap_or(RunEnd::Lost)
+                    }
+                })
+                .collect();
         }
-        tx.batch_execute("SET LOCAL lock_timeout TO DEFAULT")?;
     }
     // Renewals before claims: a run of this owner whose lease ended under
     // a stall is extended here, so the claims below neither take it over
