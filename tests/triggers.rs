@@ -513,3 +513,96 @@ fn a_stale_placement_swept_drops_its_task_s_output_outside_the_lock() {
         drop(others);
     }
 }
+
+/// As above, but the stale placement leaves the timer in `shutdown`'s
+/// purge: its task's output is dropped after the timer's lock, the panic
+/// reported, and the pool terminates (the panic killed the timer thread
+/// under its lock, and termination waited for ever).
+#[test]
+fn a_stale_placement_purged_at_shutdown_drops_its_task_s_output_outside_the_lock() {
+    for queue in queues() {
+        let clock = ManualClock::new();
+        let (pool, panics) = common::counting_panics(
+            ScheduledExecutor::builder()
+                .worker_threads(1)
+                .timer_queue(queue)
+                .clock(clock.clone())
+                .keep_delayed_tasks_on_shutdown(false),
+        );
+        let others: Vec<_> = (0..1_000)
+            .map(|_| pool.schedule(|| (), HOUR * 24).unwrap())
+            .collect();
+        let task = pool
+            .schedule_with_trigger(
+                || ControlFlow::Break(PanicOnDrop),
+                FixedRate::new(HOUR).initial_delay(HOUR),
+            )
+            .unwrap();
+        assert!(task.reschedule(FixedRate::new(HOUR)));
+        clock.advance(Duration::ZERO);
+        assert!(task.is_finished(), "{queue:?}");
+        drop(task);
+        drop(others);
+        pool.shutdown();
+        assert!(
+            pool.await_termination(PATIENCE),
+            "{queue:?}: never terminated"
+        );
+        assert_eq!(panics.load(Ordering::SeqCst), 1, "{queue:?}");
+    }
+}
+
+/// What a task ended with: shuts its pool down when dropped.
+struct ShutsDown(ScheduledExecutor);
+
+impl Drop for ShutsDown {
+    fn drop(&mut self) {
+        let _ = self.0.shutdown_now();
+    }
+}
+
+/// A schedule at the `max_scheduled_tasks` limit sweeps a stale placement
+/// out, the last reference to an output whose destructor shuts the pool
+/// down: the destructor runs after the schedule's admission, so
+/// `shutdown_now` does not wait for the very call that runs it (it did:
+/// for ever).
+#[test]
+fn a_sweep_at_the_limit_drops_what_it_removed_after_the_admission() {
+    for queue in queues() {
+        let clock = ManualClock::new();
+        let pool = ScheduledExecutor::builder()
+            .worker_threads(1)
+            .timer_queue(queue)
+            .clock(clock.clone())
+            .max_scheduled_tasks(1_001)
+            .build()
+            .unwrap();
+        let _others: Vec<_> = (0..1_000)
+            .map(|_| pool.schedule(|| (), HOUR * 24).unwrap())
+            .collect();
+        let p = pool.clone();
+        let task = pool
+            .schedule_with_trigger(
+                move || ControlFlow::Break(ShutsDown(p.clone())),
+                FixedRate::new(HOUR).initial_delay(HOUR),
+            )
+            .unwrap();
+        assert!(task.reschedule(FixedRate::new(HOUR)));
+        clock.advance(Duration::ZERO);
+        assert!(task.is_finished(), "{queue:?}");
+        drop(task);
+        let (done_tx, done) = mpsc::channel();
+        let p = pool.clone();
+        std::thread::spawn(move || {
+            let _ = p.schedule(|| (), HOUR);
+            let _ = done_tx.send(());
+        });
+        if done.recv_timeout(PATIENCE).is_err() {
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!("{queue:?}: the schedule at the limit never returned\n").as_bytes(),
+            );
+            std::process::exit(101);
+        }
+    }
+}

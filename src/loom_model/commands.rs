@@ -116,7 +116,7 @@ fn full_queue_as_the_timer_thread_exits() {
             thread::spawn(move || timer.timer_thread_exits())
         };
         for _ in 0..3 {
-            assert!(timer.reserve(&crate::task::context::NoPool));
+            assert!(timer.reserve(&mut Vec::new()));
             timer.insert_reserved(crate::task::delayed::erase(CellArc::new(Probe(LATER))));
         }
         exit.join().unwrap();

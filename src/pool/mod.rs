@@ -54,6 +54,7 @@ use crate::task::{
 use crate::time::manual::{Driven, Jobs};
 use crate::time::Clock;
 use crate::time::Nanos;
+use crate::timer::driver::sweep::drop_swept;
 use crate::timer::driver::{self, Timer, Workers};
 use crate::trigger::Trigger;
 
@@ -358,13 +359,16 @@ impl Pool {
             self.leave();
             return Ok(cell);
         }
-        if !self.timer.reserve(self) {
+        let mut swept = Vec::new();
+        if !self.timer.reserve(&mut swept) {
             self.leave();
+            drop_swept(swept, self);
             return Err(self.refuse(f, SubmitErrorKind::TooManyScheduled));
         }
         let (cell, entry) = CellArc::pair(ScheduledTask::labelled(f, deadline, label));
         self.timer.insert_reserved(delayed::erase(entry));
         self.leave();
+        drop_swept(swept, self);
         Ok(cell)
     }
 
@@ -424,10 +428,12 @@ impl Pool {
         let Some(placed) = RecurringTask::first(&cell, self) else {
             return Ok(cell);
         };
+        let mut swept = Vec::new();
         let refused = if !self.enter() {
             SubmitErrorKind::Shutdown
-        } else if !self.timer.reserve(self) {
+        } else if !self.timer.reserve(&mut swept) {
             self.leave();
+            drop_swept(swept, self);
             SubmitErrorKind::TooManyScheduled
         } else {
             self.timer.insert_reserved(delayed::erase(cell.clone()));
@@ -436,6 +442,7 @@ impl Pool {
                     .wall_placed(self, delayed::erase_wall(cell.clone()), offset);
             }
             self.leave();
+            drop_swept(swept, self);
             return Ok(cell);
         };
         Err(self.refuse(RecurringTask::refuse(&cell, self), refused))

@@ -68,11 +68,10 @@
 //! [`Ring`]: crate::sync::ring::Ring
 
 use crate::sync::{fence, CellArc, Ordering};
-use crate::task::context::TaskContext;
 use crate::task::Delayed;
 use crate::time::Nanos;
 
-use super::{Queue, Timer};
+use super::{Entry, Queue, Timer};
 
 /// The most commands the queue holds (module doc); 2 under loom, so that
 /// the models reach a full queue.
@@ -104,14 +103,15 @@ impl Timer {
     /// sweeps the cancelled ones out before it says so). Called inside the
     /// submission's admission (see the driver's doc on `pending`); a `true`
     /// must be followed by [`insert_reserved`](Self::insert_reserved).
-    /// A sweep's destructor panics go to `ctx`.
-    pub(crate) fn reserve(&self, ctx: &dyn TaskContext) -> bool {
+    /// What a sweep removed goes to `swept`, for the caller to drop once
+    /// its admission ended ([`drop_swept`](super::sweep::drop_swept)).
+    pub(crate) fn reserve(&self, swept: &mut Vec<Entry>) -> bool {
         if self.try_reserve() {
             return true;
         }
         // Sweeps the cancelled tasks out if a cancel is counted (see
         // `sweep`): the try below then sees their slots.
-        self.sweep_for_room(ctx);
+        self.sweep_for_room(swept);
         self.try_reserve()
     }
 

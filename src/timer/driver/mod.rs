@@ -508,7 +508,7 @@ fn turn_locked(
         if pool.is_stopped() {
             return None;
         }
-        timer.cancel_on_shutdown(queue, now());
+        timer.cancel_on_shutdown(queue, now(), swept);
         if timer.pending() == 0 {
             // Idle workers may have been waiting for the last delayed
             // task: they may exit now.
@@ -636,7 +636,7 @@ mod tests {
     /// Schedules each entry on `timer`.
     pub(super) fn insert_all(timer: &Timer, entries: &[CellArc<Probe>]) {
         for entry in entries {
-            assert!(timer.reserve(&crate::task::context::NoPool));
+            assert!(timer.reserve(&mut Vec::new()));
             timer.insert_reserved(delayed::erase(entry.clone()));
         }
     }

@@ -21,9 +21,11 @@
 //! the workers, which wait for `pending` to reach 0, wait for the cancel
 //! too). `shutdown_now`'s drain takes whatever `doomed` still holds with
 //! the rest, under the lock, and returns it; each entry is taken once.
-//! Sweeps and the purge drop only entries that are already final, whose
-//! cells hold no user code any more (a cancel took the closure; a waiter
-//! takes its waker back from a final task).
+//! Sweeps and the purge take out only entries that are already final, and
+//! drop them after the lock (the caller's `swept`): a final cell holds no
+//! closure (a cancel took it) nor waker (a waiter takes its back), but it
+//! can hold an output nobody joined, whose last reference a stale
+//! placement was; its destructor is user code, its panic reported.
 //!
 //! # Who cancels
 //!
@@ -96,12 +98,6 @@ impl Timer {
         queue.insert(now, deadline, entry);
     }
 
-    /// An entry left the timer without being handed over.
-    fn discard(&self, entry: CellArc<dyn Delayed>) {
-        drop(entry);
-        self.pending.fetch_sub(1, Ordering::SeqCst);
-    }
-
     /// True if the shutdown policies in force drop `entry` (see
     /// `shutdown_filter`).
     fn dropped_on_shutdown(&self, entry: &dyn Delayed) -> bool {
@@ -139,7 +135,12 @@ impl Timer {
     /// them once the executor is dropped). The backend is purged once per
     /// policy (an O(n) pass); entries placed afterwards are filtered by
     /// `place`.
-    pub(super) fn cancel_on_shutdown(&self, queue: &mut Queue, now: Nanos) {
+    ///
+    /// The final entries it takes out go to `swept`, dropped by the caller
+    /// after the lock: one can be the last reference to a task that ended
+    /// with an output nobody joined (a stale placement), whose destructor
+    /// is user code (`sweep`'s doc).
+    pub(super) fn cancel_on_shutdown(&self, queue: &mut Queue, now: Nanos, swept: &mut Vec<Entry>) {
         let filter = if self.discard_on_shutdown.load(Ordering::SeqCst) {
             DROP_ALL
         } else if self.keep_periodic_on_shutdown {
@@ -154,7 +155,8 @@ impl Timer {
         let mut kept = Vec::new();
         for entry in queue.drain() {
             if entry.is_final() {
-                self.discard(entry);
+                swept.push(entry);
+                self.pending.fetch_sub(1, Ordering::SeqCst);
             } else if self.dropped_on_shutdown(&*entry) {
                 self.cancel_dropped(entry);
             } else {

@@ -84,34 +84,36 @@ impl Timer {
     /// counts. One pass over what the timer holds, under its lock, only
     /// when something was cancelled; nothing otherwise.
     pub(crate) fn sweep_cancelled(&self, ctx: &dyn TaskContext) {
-        self.sweep_for_room(ctx);
+        let mut swept = Vec::new();
+        self.sweep_for_room(&mut swept);
+        drop_swept(swept, ctx);
     }
 
     /// Before `reserve` tries again after a refusal: sweeps the cancelled
     /// entries out on the calling thread if any cancel is counted, so that
     /// the limit counts live tasks only (module doc).
-    pub(super) fn sweep_for_room(&self, ctx: &dyn TaskContext) {
+    /// What it removes goes to `swept`, for the caller to drop after the
+    /// lock and outside any admission ([`drop_swept`]).
+    pub(super) fn sweep_for_room(&self, swept: &mut Vec<Entry>) {
         // A count of 0 read here comes after the last sweep's decrement, so
         // after the slots that sweep gave back (`sweep`): the try below sees
         // them. A count above 0 is swept here (after any sweep in progress,
         // under the lock) before that try.
         let (cancels, _) = unpack_dead(self.dead.load(Ordering::Acquire));
         if cancels > 0 {
-            self.sweep_here(ctx);
+            self.sweep_here(swept);
         }
     }
 
     /// Sweeps on the calling thread (applying the queued commands first:
     /// `sweep`) and wakes the timer thread (see `commands`: a command
-    /// applied here may be due before it would wake). A destructor's panic
-    /// of what it removed goes to `ctx`.
-    fn sweep_here(&self, ctx: &dyn TaskContext) {
-        let mut swept = Vec::new();
+    /// applied here may be due before it would wake). What it removed goes
+    /// to `swept`.
+    fn sweep_here(&self, swept: &mut Vec<Entry>) {
         {
             let mut queue = self.queue.lock();
-            self.sweep(&mut queue, self.clock.now(), &mut swept);
+            self.sweep(&mut queue, self.clock.now(), swept);
         }
-        drop_swept(swept, ctx);
         self.wake_waiter();
     }
 
@@ -192,9 +194,11 @@ impl Timer {
     }
 }
 
-/// Drops the entries a sweep removed, after the backend lock, each
-/// destructor's panic reported through `ctx` (module doc of `sweep`).
-pub(super) fn drop_swept(swept: Vec<Entry>, ctx: &dyn TaskContext) {
+/// Drops the entries a sweep removed, after the backend lock (and, for a
+/// scheduler's sweep, after its admission: a destructor may shut the pool
+/// down, which waits for the admissions), each destructor's panic reported
+/// through `ctx` (`sweep`'s doc).
+pub(crate) fn drop_swept(swept: Vec<Entry>, ctx: &dyn TaskContext) {
     for entry in swept {
         ctx.drop_reporting(entry);
     }
