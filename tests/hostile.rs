@@ -24,7 +24,10 @@
 //!    cancel's wake-up takes;
 //! 10. a waker rung by the timer thread that scheduled more timers than
 //!     the command queue holds waited for room that only the timer thread
-//!     makes: itself.
+//!     makes: itself;
+//! 11. a waker rung by the timer thread that called `shutdown_now` while
+//!     another thread's schedule waited for room in the full command queue
+//!     waited for that schedule, which waited for the timer thread.
 //!
 //! The tests of this file count the pool's threads by name in
 //! `/proc/self/task` (Linux), so they run one at a time (`serial`) and give
@@ -613,5 +616,66 @@ fn a_waker_rung_by_the_timer_thread_may_schedule_more_than_the_commands_hold() {
         std::process::exit(101);
     }
     assert_eq!(pool.metrics().scheduled_tasks, 80_000);
+    drop(held);
+}
+
+/// A waker that, when woken, lets a burst of schedules start, gives it
+/// time to fill the command queue, then calls `shutdown_now`.
+struct StoppingWaker {
+    pool: ScheduledExecutor,
+    burst: Mutex<mpsc::Sender<()>>,
+    stopped: Mutex<mpsc::Sender<()>>,
+}
+
+impl std::task::Wake for StoppingWaker {
+    fn wake(self: Arc<Self>) {
+        let _ = self.burst.lock().unwrap().send(());
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = self.pool.shutdown_now();
+        let _ = self.stopped.lock().unwrap().send(());
+    }
+}
+
+#[test]
+fn a_waker_that_stops_the_pool_while_a_schedule_waits_for_room_does_not_deadlock() {
+    let _serial = serial();
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    // Many timers: the timer thread leads, and rings the alarms itself.
+    let held: Vec<_> = (0..70_000)
+        .map(|_| pool.schedule(|| (), Duration::from_secs(3600)).unwrap())
+        .collect();
+    let (burst_tx, burst) = mpsc::channel();
+    let (stopped_tx, stopped) = mpsc::channel();
+    let waker = std::task::Waker::from(Arc::new(StoppingWaker {
+        pool: pool.clone(),
+        burst: Mutex::new(burst_tx),
+        stopped: Mutex::new(stopped_tx),
+    }));
+    let p = pool.clone();
+    let (scheduled_tx, scheduled) = mpsc::channel();
+    std::thread::spawn(move || {
+        if burst.recv_timeout(PATIENCE).is_ok() {
+            // While the timer thread is in the waker: the queue fills.
+            for _ in 0..20_000 {
+                if p.schedule(|| (), Duration::from_secs(3600)).is_err() {
+                    break;
+                }
+            }
+        }
+        let _ = scheduled_tx.send(());
+    });
+    let mut sleep = pool.sleep(Duration::from_millis(20));
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::future::Future::poll(std::pin::Pin::new(&mut sleep), &mut cx).is_pending());
+    if stopped.recv_timeout(PATIENCE).is_err() || scheduled.recv_timeout(PATIENCE).is_err() {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            b"shutdown_now and a schedule waiting for room waited for each other\n",
+        );
+        std::process::exit(101);
+    }
     drop(held);
 }

@@ -528,6 +528,7 @@ impl Pool {
         self.lifecycle.stop();
         fence(Ordering::SeqCst);
         self.idle.wake_all();
+        self.timer.schedulers_apply();
         self.lifecycle.wait_no_submissions_in_flight();
         // The timer first: it pushes due tasks on the injector under the
         // lock that its drain takes (see `timer::driver`).

@@ -132,7 +132,10 @@ impl Timer {
                 Ok(_) => return,
                 Err(back) => insert = back,
             }
-            if makes_the_room || self.exited.load(Ordering::Relaxed) {
+            if makes_the_room
+                || self.exited.load(Ordering::Relaxed)
+                || self.schedulers_apply.load(Ordering::Relaxed)
+            {
                 self.apply_commands(&mut queue, self.clock.now());
             } else {
                 // The timer thread is most likely awake already (the
@@ -163,6 +166,17 @@ impl Timer {
     pub(crate) fn timer_thread_exits(&self) {
         let _queue = self.queue.lock();
         self.exited.store(true, Ordering::Relaxed);
+        self.room.notify_all();
+    }
+
+    /// Called by `shutdown_now` before it waits for the submissions in
+    /// flight: from now on a scheduler that finds the command queue full
+    /// applies it itself, and one waiting for room is woken to do so. (The
+    /// caller may be the timer thread, from a waker or a destructor it
+    /// runs: it would make no room while it waits for them.)
+    pub(crate) fn schedulers_apply(&self) {
+        let _queue = self.queue.lock();
+        self.schedulers_apply.store(true, Ordering::Relaxed);
         self.room.notify_all();
     }
 

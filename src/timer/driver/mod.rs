@@ -137,6 +137,11 @@ pub(crate) struct Timer {
     /// The timer thread has exited: a scheduler that finds the command
     /// queue full applies it itself. Only written under the `queue` lock.
     exited: AtomicBool,
+    /// `shutdown_now` waits for the submissions in flight: a scheduler that
+    /// finds the command queue full applies it itself (the timer thread may
+    /// be the caller, from user code it runs). Only written under the
+    /// `queue` lock.
+    schedulers_apply: AtomicBool,
     /// The tasks due at a wall time, and the clocks' offset (see `wall`).
     wall: wall::WallWatch,
     /// Tasks cancelled through their handles that sweeps removed (for
@@ -201,6 +206,7 @@ impl Timer {
             doomed: Mutex::new(Vec::new()),
             room: Condvar::new(),
             exited: AtomicBool::new(false),
+            schedulers_apply: AtomicBool::new(false),
             wall: wall::WallWatch::default(),
             swept_cancelled: AtomicU64::new(0),
             lead: CachePadded::new(AtomicUsize::new(lead::TIMER_THREAD)),
