@@ -228,14 +228,15 @@ fn cancels_through_handles_are_counted_once() {
     gate.open();
     assert!(eventually(|| pool.metrics().cancelled_tasks == 70));
     // A periodic task rescheduled (its old entry goes stale), then
-    // cancelled between runs: one cancel.
+    // cancelled between runs: one cancel. (Its new trigger starts in two
+    // hours: one that started at once could be running when the cancel
+    // comes, a cancel during a run, which `cancelled_tasks` does not count.)
     let beat = pool
         .schedule_at_fixed_rate(|| (), Duration::from_secs(3600), Duration::from_secs(3600))
         .unwrap();
+    let two_hours = Duration::from_secs(7200);
     assert!(
-        beat.reschedule(chronopool::trigger::FixedRate::new(Duration::from_secs(
-            7200
-        )))
+        beat.reschedule(chronopool::trigger::FixedRate::new(two_hours).initial_delay(two_hours))
     );
     assert!(beat.cancel());
     assert!(eventually(|| pool.metrics().cancelled_tasks == 71));
