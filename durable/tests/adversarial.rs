@@ -2506,7 +2506,9 @@ fn a_row_lock_held_by_the_application_holds_up_no_other_run() {
             let wait = Duration::from_secs(30);
             match job.key() {
                 "long" => std::thread::sleep(Duration::from_secs(9)),
-                _ => drop(gates.lock().unwrap().0.recv_timeout(wait)),
+                _ => {
+                    let _ = gates.lock().unwrap().0.recv_timeout(wait);
+                }
             }
             Ok(())
         });
@@ -2522,7 +2524,7 @@ fn a_row_lock_held_by_the_application_holds_up_no_other_run() {
             }
             std::thread::sleep(Duration::from_millis(5));
         };
-        drop(gate.1.recv_timeout(Duration::from_secs(30)));
+        let _ = gate.1.recv_timeout(Duration::from_secs(30));
         Ok(())
     });
     a.start().unwrap();
