@@ -556,18 +556,45 @@ fn a_waker_whose_clone_cancels_its_task_does_not_deadlock() {
         let _ = std::pin::Pin::new(&mut handle).poll(&mut cx);
         let _ = done_tx.send(handle.is_cancelled());
     });
-    match done.recv_timeout(PATIENCE) {
-        Ok(cancelled) => assert!(cancelled),
-        Err(_) => {
-            // The deadlocked thread would hang the pool's drop: end the
-            // binary with the reason (written past the harness's capture).
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                b"a waker's clone that cancels its task deadlocked the poll\n",
-            );
-            std::process::exit(101);
-        }
+    let cancelled = done.recv_timeout(PATIENCE);
+    or_exit(
+        cancelled.is_ok(),
+        "a waker's clone that cancels its task deadlocked the poll",
+    );
+    assert_eq!(cancelled, Ok(true));
+}
+
+/// Ends the test binary with `why` unless `ok`: for a test whose failure
+/// is a thread stuck for ever, which a panic would leave the pool's drop
+/// to wait for too. (Written past the harness's capture, which the exit
+/// loses.)
+fn or_exit(ok: bool, why: &str) {
+    if !ok {
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), format!("{why}\n").as_bytes());
+        std::process::exit(101);
     }
+}
+
+/// A pool holding 70,000 timers an hour out, and their handles: with that
+/// many, the timer thread leads, and rings the alarms itself.
+fn led_by_the_timer_thread() -> (ScheduledExecutor, Vec<chronopool::ScheduledHandle<()>>) {
+    let pool = ScheduledExecutor::builder()
+        .worker_threads(2)
+        .build()
+        .unwrap();
+    let held = (0..70_000)
+        .map(|_| pool.schedule(|| (), Duration::from_secs(3600)).unwrap())
+        .collect();
+    (pool, held)
+}
+
+/// A sleep of 20 ms on `pool`, polled once with `waker`: the timer rings
+/// `waker` when it ends (keep the sleep until then).
+fn rung_in_20_ms(pool: &ScheduledExecutor, waker: std::task::Waker) -> chronopool::future::Sleep {
+    let mut sleep = pool.sleep(Duration::from_millis(20));
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(std::future::Future::poll(std::pin::Pin::new(&mut sleep), &mut cx).is_pending());
+    sleep
 }
 
 /// A waker that, when woken, schedules `n` timers an hour out on `pool`
@@ -590,31 +617,18 @@ impl std::task::Wake for SchedulingWaker {
 #[test]
 fn a_waker_rung_by_the_timer_thread_may_schedule_more_than_the_commands_hold() {
     let _serial = serial();
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(2)
-        .build()
-        .unwrap();
-    // Many timers: the timer thread leads, and rings the alarms itself.
-    let held: Vec<_> = (0..70_000)
-        .map(|_| pool.schedule(|| (), Duration::from_secs(3600)).unwrap())
-        .collect();
+    let (pool, held) = led_by_the_timer_thread();
     let (done_tx, done) = mpsc::channel();
     let waker = std::task::Waker::from(Arc::new(SchedulingWaker {
         pool: pool.clone(),
         n: 10_000,
         done: Mutex::new(done_tx),
     }));
-    let mut sleep = pool.sleep(Duration::from_millis(20));
-    let mut cx = std::task::Context::from_waker(&waker);
-    assert!(std::future::Future::poll(std::pin::Pin::new(&mut sleep), &mut cx).is_pending());
-    if done.recv_timeout(PATIENCE).is_err() {
-        // The timer thread waits for itself: the pool's drop would too.
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            b"the waker's schedules waited for room for ever\n",
-        );
-        std::process::exit(101);
-    }
+    let _sleep = rung_in_20_ms(&pool, waker);
+    or_exit(
+        done.recv_timeout(PATIENCE).is_ok(),
+        "the waker's schedules waited for room for ever",
+    );
     assert_eq!(pool.metrics().scheduled_tasks, 80_000);
     drop(held);
 }
@@ -639,14 +653,7 @@ impl std::task::Wake for StoppingWaker {
 #[test]
 fn a_waker_that_stops_the_pool_while_a_schedule_waits_for_room_does_not_deadlock() {
     let _serial = serial();
-    let pool = ScheduledExecutor::builder()
-        .worker_threads(2)
-        .build()
-        .unwrap();
-    // Many timers: the timer thread leads, and rings the alarms itself.
-    let held: Vec<_> = (0..70_000)
-        .map(|_| pool.schedule(|| (), Duration::from_secs(3600)).unwrap())
-        .collect();
+    let (pool, held) = led_by_the_timer_thread();
     let (burst_tx, burst) = mpsc::channel();
     let (stopped_tx, stopped) = mpsc::channel();
     let waker = std::task::Waker::from(Arc::new(StoppingWaker {
@@ -667,15 +674,10 @@ fn a_waker_that_stops_the_pool_while_a_schedule_waits_for_room_does_not_deadlock
         }
         let _ = scheduled_tx.send(());
     });
-    let mut sleep = pool.sleep(Duration::from_millis(20));
-    let mut cx = std::task::Context::from_waker(&waker);
-    assert!(std::future::Future::poll(std::pin::Pin::new(&mut sleep), &mut cx).is_pending());
-    if stopped.recv_timeout(PATIENCE).is_err() || scheduled.recv_timeout(PATIENCE).is_err() {
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            b"shutdown_now and a schedule waiting for room waited for each other\n",
-        );
-        std::process::exit(101);
-    }
+    let _sleep = rung_in_20_ms(&pool, waker);
+    or_exit(
+        stopped.recv_timeout(PATIENCE).is_ok() && scheduled.recv_timeout(PATIENCE).is_ok(),
+        "shutdown_now and a schedule waiting for room waited for each other",
+    );
     drop(held);
 }

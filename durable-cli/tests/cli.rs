@@ -673,10 +673,24 @@ fn reading_commands_work_beside_a_writer() {
     writer.execute_batch("ROLLBACK").unwrap();
 }
 
+/// The address a `serve` child prints on its first line.
+fn served_at(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix("the dashboard: http://")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_owned()
+}
+
 /// `serve`: the dashboard of the store, over HTTP, asking for its token.
 #[test]
 fn serve_serves_the_dashboard() {
-    use std::io::{BufRead, Read, Write};
+    use std::io::{Read, Write};
     for kind in BOTH {
         let f = Fixture::new(kind);
         let mut child = Command::new(env!("CARGO_BIN_EXE_chronopool-durable"))
@@ -685,16 +699,7 @@ fn serve_serves_the_dashboard() {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("the dashboard: http://")
-            .and_then(|rest| rest.split('/').next())
-            .unwrap_or_else(|| panic!("{line}"))
-            .to_owned();
+        let addr = served_at(&mut child);
         let get = |target: &str, auth: bool| {
             let mut stream = std::net::TcpStream::connect(&addr).unwrap();
             let bearer = if auth {
@@ -725,7 +730,7 @@ fn serve_serves_the_dashboard() {
 /// answering once they are gone.
 #[test]
 fn serve_outlives_running_out_of_file_descriptors() {
-    use std::io::{BufRead, Read, Write};
+    use std::io::{Read, Write};
     let f = Fixture::new(Kind::Sqlite);
     let mut child = Command::new("sh")
         .arg("-c")
@@ -735,16 +740,7 @@ fn serve_outlives_running_out_of_file_descriptors() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("the dashboard: http://")
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or_else(|| panic!("{line}"))
-        .to_owned();
+    let addr = served_at(&mut child);
     let idle: Vec<_> = (0..100)
         .map(|_| std::net::TcpStream::connect(&addr).unwrap())
         .collect();
